@@ -1,0 +1,32 @@
+/* Setting the per-thread last error (private). */
+#ifndef S3X_ERROR_INTERNAL_H
+#define S3X_ERROR_INTERNAL_H
+#include "s3xfer/errors.h"
+
+/* Sets the calling thread's last error (http_status 0, no S3 code) and
+ * returns code, so callers can write: return s3x_seterr(S3X_EINVAL, "...", ...). */
+int s3x_seterr(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Same, with the HTTP/S3 details of a failed response. Any string may be NULL. */
+int s3x_seterr_http(int code, int http_status, const char *s3_code,
+                    const char *request_id, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* A copy of an error, to carry it from one thread to another (s3x_error_save
+ * into a struct, s3x_error_restore on the caller's thread). */
+typedef struct s3x_saved_error {
+    int code, http_status;
+    char *message, *s3_code, *request_id;
+} s3x_saved_error;
+void s3x_error_save(s3x_saved_error *dst);    /* copies the current thread's error */
+int s3x_error_restore(const s3x_saved_error *src); /* returns src->code */
+void s3x_saved_error_free(s3x_saved_error *e);
+
+#endif
