@@ -8,6 +8,18 @@
 #define S3XFER_VERSION_PATCH 0
 #define S3XFER_VERSION "0.1.0"
 
+#include "s3xfer/export.h"
 #include "s3xfer/errors.h"
+#include "s3xfer/params.h"
+#include "s3xfer/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The library version string, e.g. "0.1.0". */
+S3X_API const char *s3x_version(void);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,68 @@
+# s3xfer developer entry points. The README's quick start is `make demo` and
+# `make test`; CI runs `make test` (with CI=true: warnings are errors).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+ROOT       := $(abspath .)
+BUILD      ?= $(ROOT)/build
+ASAN_BUILD ?= $(ROOT)/build-asan
+VENV       ?= $(ROOT)/.venv
+PY         := $(VENV)/bin/python
+JOBS       ?= $(shell nproc)
+CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+export PYTHONPATH := $(BUILD)/python:$(ROOT)/tests:$(PYTHONPATH)
+export S3X_BUILD_DIR := $(BUILD)
+
+.PHONY: help deps venv build asan ctest ctest-asan pytest install-check demo test server-start server-stop clean
+
+help:
+	@echo "make demo   - install what is missing, build, start a local S3 server if none is configured, upload and download a file"
+	@echo "make test   - C tests, sanitizer build, install/example check, pytest against the local server"
+	@echo "make build  - configure and build into $(BUILD)"
+
+deps:
+	@scripts/install-deps
+
+$(VENV)/.stamp: requirements-dev.txt
+	@python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+venv: deps $(VENV)/.stamp
+
+build: deps venv
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DS3X_WERROR=ON \
+	  -DS3X_BUILD_PYTHON=ON -DPython3_EXECUTABLE=$(PY) > $(BUILD).configure.log 2>&1 \
+	  || { cat $(BUILD).configure.log; exit 1; }
+	@cmake --build $(BUILD) -j $(JOBS)
+
+asan: deps
+	@cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DS3X_WERROR=ON -DS3X_SANITIZE=ON \
+	  -DS3X_BUILD_PYTHON=OFF > $(ASAN_BUILD).configure.log 2>&1 || { cat $(ASAN_BUILD).configure.log; exit 1; }
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+ctest: build
+	@cd $(BUILD) && ctest --output-on-failure
+
+ctest-asan: asan
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+
+install-check: build
+	@scripts/with-local-s3 scripts/check-install $(BUILD)
+
+pytest: build
+	@scripts/with-local-s3 $(PY) -m pytest -q $(PYTEST_ARGS)
+
+test: ctest ctest-asan install-check pytest
+
+demo: build
+	@scripts/with-local-s3 scripts/demo $(BUILD)/s3xfer
+
+server-start:
+	@scripts/local-s3 start
+
+server-stop:
+	@scripts/local-s3 stop
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(BUILD).configure.log $(ASAN_BUILD).configure.log

@@ -1,0 +1,259 @@
+/* Python glue for the SWIG module: see pyglue.h. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pyglue.h"
+
+/* Builds the s3xfer.errors exception for the thread's last error and sets it. */
+PyObject *py_raise_last(void) {
+    const s3x_error *e = s3x_error_last();
+    PyObject *mod = PyImport_ImportModule("s3xfer.errors");
+    if (!mod) return NULL;
+    PyObject *exc = PyObject_CallMethod(mod, "_from_c", "isiss", e->code, e->message, e->http_status,
+                                        e->s3_code, e->request_id);
+    Py_DECREF(mod);
+    if (!exc) return NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+#define CALL(expr)                    \
+    int rc_;                          \
+    Py_BEGIN_ALLOW_THREADS rc_ = (expr); \
+    Py_END_ALLOW_THREADS if (rc_ != 0) return py_raise_last()
+
+static PyObject *str_or_none(const char *s) {
+    if (!s) Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "surrogateescape");
+}
+
+PyObject *py_client_free(s3x_client *c) {
+    s3x_client_free(c);
+    Py_RETURN_NONE;
+}
+
+PyObject *py_client_set_string(s3x_client *c, int opt, const char *value) {
+    if (s3x_client_set_string(c, (s3x_client_opt)opt, value)) return py_raise_last();
+    Py_RETURN_NONE;
+}
+
+PyObject *py_client_set(s3x_client *c, int param, long long value) {
+    if (s3x_client_set(c, (s3x_param)param, (int64_t)value)) return py_raise_last();
+    Py_RETURN_NONE;
+}
+
+PyObject *py_client_get(s3x_client *c, int param) {
+    int64_t v = 0;
+    if (s3x_client_get(c, (s3x_param)param, &v)) return py_raise_last();
+    return PyLong_FromLongLong((long long)v);
+}
+
+PyObject *py_client_resolve(s3x_client *c) {
+    CALL(s3x_client_resolve(c));
+    return Py_BuildValue("(NN)", str_or_none(s3x_client_endpoint(c)), str_or_none(s3x_client_region(c)));
+}
+
+PyObject *py_param_info(int param) {
+    int64_t lo = 0, hi = 0;
+    if (s3x_param_bounds((s3x_param)param, &lo, &hi)) return py_raise_last();
+    return Py_BuildValue("(sLLL)", s3x_param_name((s3x_param)param), (long long)lo, (long long)hi,
+                         (long long)s3x_param_default((s3x_param)param));
+}
+
+PyObject *py_strerror(int code) { return PyUnicode_FromString(s3x_strerror(code)); }
+PyObject *py_version(void) { return PyUnicode_FromString(s3x_version()); }
+
+static PyObject *info_dict(const s3x_object_info *i) {
+    return Py_BuildValue("{s:L,s:N,s:N,s:N,s:N}", "size", (long long)i->size, "etag", str_or_none(i->etag),
+                         "last_modified", str_or_none(i->last_modified), "content_type",
+                         str_or_none(i->content_type), "version_id", str_or_none(i->version_id));
+}
+
+PyObject *py_create_bucket(s3x_client *c, const char *bucket) {
+    CALL(s3x_create_bucket(c, bucket));
+    Py_RETURN_NONE;
+}
+
+PyObject *py_delete_bucket(s3x_client *c, const char *bucket) {
+    CALL(s3x_delete_bucket(c, bucket));
+    Py_RETURN_NONE;
+}
+
+PyObject *py_head_bucket(s3x_client *c, const char *bucket) {
+    CALL(s3x_head_bucket(c, bucket));
+    Py_RETURN_NONE;
+}
+
+PyObject *py_head_object(s3x_client *c, const char *bucket, const char *key) {
+    s3x_object_info info;
+    memset(&info, 0, sizeof info);
+    CALL(s3x_head_object(c, bucket, key, &info));
+    PyObject *d = info_dict(&info);
+    s3x_object_info_clear(&info);
+    return d;
+}
+
+PyObject *py_put_object(s3x_client *c, const char *bucket, const char *key, PyObject *data,
+                        const char *content_type) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) != 0) return NULL;
+    char *etag = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = s3x_put_object(c, bucket, key, view.buf, (size_t)view.len, content_type, &etag);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    if (rc) return py_raise_last();
+    PyObject *r = str_or_none(etag);
+    s3x_free(etag);
+    return r;
+}
+
+PyObject *py_get_object(s3x_client *c, const char *bucket, const char *key, long long start, long long end) {
+    void *data = NULL;
+    size_t len = 0;
+    s3x_object_info info;
+    memset(&info, 0, sizeof info);
+    CALL(s3x_get_object(c, bucket, key, start, end, &data, &len, &info));
+    PyObject *b = PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+    s3x_free(data);
+    PyObject *d = info_dict(&info);
+    s3x_object_info_clear(&info);
+    if (!b || !d) {
+        Py_XDECREF(b);
+        Py_XDECREF(d);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", b, d);
+}
+
+PyObject *py_delete_object(s3x_client *c, const char *bucket, const char *key) {
+    CALL(s3x_delete_object(c, bucket, key));
+    Py_RETURN_NONE;
+}
+
+PyObject *py_list_objects(s3x_client *c, const char *bucket, const char *prefix, const char *delimiter,
+                          const char *token, int max_keys) {
+    s3x_list *l = NULL;
+    CALL(s3x_list_objects(c, bucket, prefix, delimiter, token, max_keys, &l));
+    PyObject *objs = PyList_New((Py_ssize_t)l->count);
+    PyObject *pre = PyList_New((Py_ssize_t)l->nprefixes);
+    if (!objs || !pre) goto fail;
+    for (size_t i = 0; i < l->count; i++) {
+        PyObject *o = Py_BuildValue("{s:N,s:L,s:N,s:N}", "key", str_or_none(l->entries[i].key), "size",
+                                    (long long)l->entries[i].size, "etag", str_or_none(l->entries[i].etag),
+                                    "last_modified", str_or_none(l->entries[i].last_modified));
+        if (!o) goto fail;
+        PyList_SET_ITEM(objs, (Py_ssize_t)i, o);
+    }
+    for (size_t i = 0; i < l->nprefixes; i++) {
+        PyObject *o = str_or_none(l->prefixes[i]);
+        if (!o) goto fail;
+        PyList_SET_ITEM(pre, (Py_ssize_t)i, o);
+    }
+    PyObject *res = Py_BuildValue("{s:N,s:N,s:O,s:N}", "objects", objs, "prefixes", pre, "is_truncated",
+                                  l->is_truncated ? Py_True : Py_False, "next_token", str_or_none(l->next_token));
+    s3x_list_free(l);
+    return res;
+fail:
+    Py_XDECREF(objs);
+    Py_XDECREF(pre);
+    s3x_list_free(l);
+    return NULL;
+}
+
+PyObject *py_create_multipart_upload(s3x_client *c, const char *bucket, const char *key, const char *content_type) {
+    char *id = NULL;
+    CALL(s3x_create_multipart_upload(c, bucket, key, content_type, &id));
+    PyObject *r = str_or_none(id);
+    s3x_free(id);
+    return r;
+}
+
+PyObject *py_upload_part(s3x_client *c, const char *bucket, const char *key, const char *upload_id,
+                         int part_number, PyObject *data) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) != 0) return NULL;
+    char *etag = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = s3x_upload_part(c, bucket, key, upload_id, part_number, view.buf,
+                                                (size_t)view.len, &etag);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    if (rc) return py_raise_last();
+    PyObject *r = str_or_none(etag);
+    s3x_free(etag);
+    return r;
+}
+
+PyObject *py_complete_multipart_upload(s3x_client *c, const char *bucket, const char *key,
+                                       const char *upload_id, PyObject *parts) {
+    PyObject *seq = PySequence_Fast(parts, "parts must be a sequence of (part_number, etag)");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    s3x_part_ref *refs = calloc(n ? (size_t)n : 1, sizeof *refs);
+    if (!refs) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
+        int pn;
+        const char *etag;
+        if (!PyArg_ParseTuple(it, "is", &pn, &etag)) {
+            free(refs);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        refs[i].part_number = pn;
+        refs[i].etag = etag; /* borrowed from the tuple, which seq keeps alive */
+    }
+    char *etag = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = s3x_complete_multipart_upload(c, bucket, key, upload_id, refs, (size_t)n, &etag);
+    Py_END_ALLOW_THREADS free(refs);
+    Py_DECREF(seq);
+    if (rc) return py_raise_last();
+    PyObject *r = str_or_none(etag);
+    s3x_free(etag);
+    return r;
+}
+
+PyObject *py_abort_multipart_upload(s3x_client *c, const char *bucket, const char *key, const char *upload_id) {
+    CALL(s3x_abort_multipart_upload(c, bucket, key, upload_id));
+    Py_RETURN_NONE;
+}
+
+PyObject *py_list_parts(s3x_client *c, const char *bucket, const char *key, const char *upload_id) {
+    s3x_part_list *l = NULL;
+    CALL(s3x_list_parts(c, bucket, key, upload_id, &l));
+    PyObject *out = PyList_New((Py_ssize_t)l->count);
+    for (size_t i = 0; out && i < l->count; i++) {
+        PyObject *o = Py_BuildValue("{s:i,s:L,s:N}", "part_number", l->parts[i].part_number, "size",
+                                    (long long)l->parts[i].size, "etag", str_or_none(l->parts[i].etag));
+        if (!o) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, o);
+    }
+    s3x_part_list_free(l);
+    return out;
+}
+
+PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const char *prefix) {
+    s3x_upload_list *l = NULL;
+    CALL(s3x_list_multipart_uploads(c, bucket, prefix, &l));
+    PyObject *out = PyList_New((Py_ssize_t)l->count);
+    for (size_t i = 0; out && i < l->count; i++) {
+        PyObject *o = Py_BuildValue("{s:N,s:N,s:N}", "key", str_or_none(l->uploads[i].key), "upload_id",
+                                    str_or_none(l->uploads[i].upload_id), "initiated",
+                                    str_or_none(l->uploads[i].initiated));
+        if (!o) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, o);
+    }
+    s3x_upload_list_free(l);
+    return out;
+}

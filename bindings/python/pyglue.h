@@ -1,0 +1,44 @@
+/* Python glue for the SWIG module (private to the binding). Each function
+ * takes and returns Python-friendly types, releases the GIL around blocking
+ * calls, and on failure raises the s3xfer.errors exception built from
+ * s3x_error_last() and returns NULL. */
+#ifndef S3X_PYGLUE_H
+#define S3X_PYGLUE_H
+#ifndef SWIG
+#include <Python.h>
+#include "s3xfer/s3xfer.h"
+#endif
+
+PyObject *py_client_new(void);
+#ifndef SWIG
+PyObject *py_raise_last(void);
+#endif
+PyObject *py_client_free(s3x_client *c);
+PyObject *py_client_set_string(s3x_client *c, int opt, const char *value);
+PyObject *py_client_set(s3x_client *c, int param, long long value);
+PyObject *py_client_get(s3x_client *c, int param);
+PyObject *py_client_resolve(s3x_client *c);
+PyObject *py_param_info(int param);
+PyObject *py_strerror(int code);
+PyObject *py_version(void);
+
+PyObject *py_create_bucket(s3x_client *c, const char *bucket);
+PyObject *py_delete_bucket(s3x_client *c, const char *bucket);
+PyObject *py_head_bucket(s3x_client *c, const char *bucket);
+PyObject *py_head_object(s3x_client *c, const char *bucket, const char *key);
+PyObject *py_put_object(s3x_client *c, const char *bucket, const char *key, PyObject *data,
+                        const char *content_type);
+PyObject *py_get_object(s3x_client *c, const char *bucket, const char *key, long long start, long long end);
+PyObject *py_delete_object(s3x_client *c, const char *bucket, const char *key);
+PyObject *py_list_objects(s3x_client *c, const char *bucket, const char *prefix, const char *delimiter,
+                          const char *token, int max_keys);
+PyObject *py_create_multipart_upload(s3x_client *c, const char *bucket, const char *key, const char *content_type);
+PyObject *py_upload_part(s3x_client *c, const char *bucket, const char *key, const char *upload_id,
+                         int part_number, PyObject *data);
+PyObject *py_complete_multipart_upload(s3x_client *c, const char *bucket, const char *key,
+                                       const char *upload_id, PyObject *parts);
+PyObject *py_abort_multipart_upload(s3x_client *c, const char *bucket, const char *key, const char *upload_id);
+PyObject *py_list_parts(s3x_client *c, const char *bucket, const char *key, const char *upload_id);
+PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const char *prefix);
+
+#endif

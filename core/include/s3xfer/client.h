@@ -1,0 +1,209 @@
+/* s3xfer: the client (endpoint, region, credentials, TLS, connections) and
+ * the single S3 operations.
+ *
+ * Thread rules: one thread uses a client at a time (a client owns its
+ * connection cache). Use one client per thread to run transfers in parallel.
+ * The library prints nothing; secrets never appear in error messages.
+ */
+#ifndef S3XFER_CLIENT_H
+#define S3XFER_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "s3xfer/export.h"
+#include "s3xfer/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct s3x_client s3x_client;
+
+/* String settings of a client. Each one left unset falls back, when the
+ * client first sends a request, to:
+ *   ENDPOINT_URL   AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then https://s3.<region>.amazonaws.com
+ *   REGION         AWS_REGION, AWS_DEFAULT_REGION, the profile's region in the
+ *                  shared config file, then "us-east-1"
+ *   ACCESS_KEY / SECRET_KEY / SESSION_TOKEN
+ *                  when PROFILE is set: that profile of the shared credentials
+ *                  file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials);
+ *                  else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN;
+ *                  else the AWS_PROFILE (or "default") profile of that file.
+ *   CA_BUNDLE      AWS_CA_BUNDLE, then the system store. */
+typedef enum s3x_client_opt {
+    S3X_CLIENT_ENDPOINT_URL = 0,
+    S3X_CLIENT_REGION,
+    S3X_CLIENT_ACCESS_KEY,
+    S3X_CLIENT_SECRET_KEY,
+    S3X_CLIENT_SESSION_TOKEN,
+    S3X_CLIENT_PROFILE,
+    S3X_CLIENT_CA_BUNDLE,
+    S3X_CLIENT_OPT__COUNT
+} s3x_client_opt;
+
+/* Creates a client with default settings. *out is NULL on failure.
+ * Errors: S3X_ENOMEM. */
+S3X_API int s3x_client_new(s3x_client **out);
+
+/* Frees the client and closes its connections. Accepts NULL. */
+S3X_API void s3x_client_free(s3x_client *client);
+
+/* Sets (value non-NULL) or unsets (NULL) a string setting. The value is
+ * copied. An endpoint must start with http:// or https://.
+ * Errors: S3X_EINVAL (unknown option, bad endpoint), S3X_ENOMEM. */
+S3X_API int s3x_client_set_string(s3x_client *client, s3x_client_opt opt, const char *value);
+
+/* Sets a client knob (S3X_PARAM_ADDRESSING_STYLE, VERIFY_TLS,
+ * CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, PAYLOAD_SIGNING, MAX_CONNECTIONS).
+ * Errors: S3X_EINVAL naming the knob when it is out of range or not a client knob. */
+S3X_API int s3x_client_set(s3x_client *client, s3x_param param, int64_t value);
+S3X_API int s3x_client_get(const s3x_client *client, s3x_param param, int64_t *value);
+
+/* Resolves endpoint, region and credentials now (otherwise done on the first
+ * request), so configuration errors surface early.
+ * Errors: S3X_EINVAL (bad endpoint), S3X_ECREDENTIALS (none found). */
+S3X_API int s3x_client_resolve(s3x_client *client);
+
+/* The resolved endpoint URL and region (after s3x_client_resolve or a
+ * request); NULL before. Owned by the client. */
+S3X_API const char *s3x_client_endpoint(const s3x_client *client);
+S3X_API const char *s3x_client_region(const s3x_client *client);
+
+/* Frees memory returned by s3xfer (strings, buffers). Accepts NULL. */
+S3X_API void s3x_free(void *p);
+
+/* ---------------------------------------------------------------------
+ * Single operations. All block the calling thread. On failure they return a
+ * negative code and s3x_error_last() carries the HTTP status, the S3 error
+ * code (e.g. "NoSuchKey", "SignatureDoesNotMatch"), the message and the
+ * request id. Bucket names and keys are UTF-8; keys may hold any character.
+ * ------------------------------------------------------------------- */
+
+/* Metadata of an object (HeadObject, and what GetObject saw). Release with
+ * s3x_object_info_clear. */
+typedef struct s3x_object_info {
+    int64_t size;           /* Content-Length of the whole object */
+    char *etag;             /* as the server sent it, quotes included */
+    char *last_modified;    /* HTTP date */
+    char *content_type;
+    char *version_id;       /* or NULL */
+} s3x_object_info;
+S3X_API void s3x_object_info_clear(s3x_object_info *info);
+
+S3X_API int s3x_create_bucket(s3x_client *client, const char *bucket);
+S3X_API int s3x_delete_bucket(s3x_client *client, const char *bucket);
+/* HeadBucket: 0 when the bucket exists and is reachable. */
+S3X_API int s3x_head_bucket(s3x_client *client, const char *bucket);
+
+/* HeadObject. A missing key fails with S3X_EHTTP, status 404, code "NoSuchKey". */
+S3X_API int s3x_head_object(s3x_client *client, const char *bucket, const char *key,
+                            s3x_object_info *out);
+
+/* PutObject of len bytes at data (may be NULL when len is 0). content_type may
+ * be NULL. etag_out (may be NULL) receives the ETag, free with s3x_free. */
+S3X_API int s3x_put_object(s3x_client *client, const char *bucket, const char *key,
+                           const void *data, size_t len, const char *content_type,
+                           char **etag_out);
+
+/* Reads body bytes for a streamed PutObject: fill buf with up to cap bytes and
+ * return how many (0 only at the end), or a negative value to abort. */
+typedef int64_t (*s3x_read_fn)(void *buf, size_t cap, void *payload);
+/* Receives body bytes of a streamed GetObject; return 0 to go on, non-zero to abort. */
+typedef int (*s3x_write_fn)(const void *data, size_t len, void *payload);
+
+/* PutObject of exactly size bytes pulled from read_fn (payload last). The
+ * body is sent UNSIGNED-PAYLOAD (it cannot be hashed ahead). A read_fn that
+ * ends early or fails fails the request (S3X_EIO) without creating the object. */
+S3X_API int s3x_put_object_stream(s3x_client *client, const char *bucket, const char *key,
+                                  int64_t size, s3x_read_fn read_fn, char **etag_out,
+                                  void *payload);
+
+/* GetObject into a new buffer (*data, *len; free *data with s3x_free).
+ * range_start/range_end: inclusive byte range, or -1/-1 for the whole object;
+ * range_end -1 with range_start >= 0 means "to the end". info (may be NULL)
+ * receives the response's metadata (size = whole object size). */
+S3X_API int s3x_get_object(s3x_client *client, const char *bucket, const char *key,
+                           int64_t range_start, int64_t range_end,
+                           void **data, size_t *len, s3x_object_info *info);
+
+/* GetObject streamed to write_fn. A short body (fewer bytes than announced)
+ * is an error (S3X_ENETWORK). */
+S3X_API int s3x_get_object_stream(s3x_client *client, const char *bucket, const char *key,
+                                  int64_t range_start, int64_t range_end,
+                                  s3x_write_fn write_fn, s3x_object_info *info, void *payload);
+
+S3X_API int s3x_delete_object(s3x_client *client, const char *bucket, const char *key);
+
+/* ListObjectsV2, one page. prefix, delimiter and continuation_token may be
+ * NULL; max_keys 0 means the server's default (1000). Release with
+ * s3x_list_free. */
+typedef struct s3x_list_entry {
+    char *key;
+    int64_t size;
+    char *etag;
+    char *last_modified;
+} s3x_list_entry;
+typedef struct s3x_list {
+    s3x_list_entry *entries;
+    size_t count;
+    char **prefixes;            /* CommonPrefixes (with a delimiter) */
+    size_t nprefixes;
+    int is_truncated;
+    char *next_token;           /* continuation token for the next page, or NULL */
+} s3x_list;
+S3X_API int s3x_list_objects(s3x_client *client, const char *bucket, const char *prefix,
+                             const char *delimiter, const char *continuation_token,
+                             int max_keys, s3x_list **out);
+S3X_API void s3x_list_free(s3x_list *list);
+
+/* Multipart upload primitives (the upload manager uses these for you). */
+S3X_API int s3x_create_multipart_upload(s3x_client *client, const char *bucket, const char *key,
+                                        const char *content_type, char **upload_id);
+S3X_API int s3x_upload_part(s3x_client *client, const char *bucket, const char *key,
+                            const char *upload_id, int part_number, const void *data,
+                            size_t len, char **etag_out);
+typedef struct s3x_part_ref {
+    int part_number;
+    const char *etag;
+} s3x_part_ref;
+/* CompleteMultipartUpload. A 200 response whose body is an <Error> fails
+ * with S3X_EHTTP and that error's code. */
+S3X_API int s3x_complete_multipart_upload(s3x_client *client, const char *bucket,
+                                          const char *key, const char *upload_id,
+                                          const s3x_part_ref *parts, size_t nparts,
+                                          char **etag_out);
+S3X_API int s3x_abort_multipart_upload(s3x_client *client, const char *bucket,
+                                       const char *key, const char *upload_id);
+
+typedef struct s3x_part_info {
+    int part_number;
+    int64_t size;
+    char *etag;
+} s3x_part_info;
+typedef struct s3x_part_list {
+    s3x_part_info *parts;
+    size_t count;
+} s3x_part_list;
+/* ListParts, every page. Release with s3x_part_list_free. */
+S3X_API int s3x_list_parts(s3x_client *client, const char *bucket, const char *key,
+                           const char *upload_id, s3x_part_list **out);
+S3X_API void s3x_part_list_free(s3x_part_list *list);
+
+typedef struct s3x_upload_entry {
+    char *key;
+    char *upload_id;
+    char *initiated;
+} s3x_upload_entry;
+typedef struct s3x_upload_list {
+    s3x_upload_entry *uploads;
+    size_t count;
+} s3x_upload_list;
+/* ListMultipartUploads, every page; prefix may be NULL. Release with s3x_upload_list_free. */
+S3X_API int s3x_list_multipart_uploads(s3x_client *client, const char *bucket,
+                                       const char *prefix, s3x_upload_list **out);
+S3X_API void s3x_upload_list_free(s3x_upload_list *list);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

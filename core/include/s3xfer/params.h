@@ -1,0 +1,91 @@
+/* s3xfer: knobs.
+ *
+ * Every tunable is one value of s3x_param, an int64_t, set with the setter of
+ * the handle it applies to (s3x_client_set, s3x_upload_set, s3x_download_set).
+ * s3x_param_bounds() tells the accepted range; a setter rejects a value out of
+ * range (or a knob that does not apply to that handle) with S3X_EINVAL and a
+ * message naming the knob and its range. Values are never clamped silently.
+ */
+#ifndef S3XFER_PARAMS_H
+#define S3XFER_PARAMS_H
+
+#include <stdint.h>
+#include "s3xfer/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum s3x_param {
+    /* --- client ------------------------------------------------------ */
+    S3X_PARAM_ADDRESSING_STYLE = 0, /* s3x_addressing; default AUTO */
+    S3X_PARAM_VERIFY_TLS,           /* 0 or 1; default 1 */
+    S3X_PARAM_CONNECT_TIMEOUT_MS,   /* default 10000 */
+    S3X_PARAM_REQUEST_TIMEOUT_MS,   /* whole-request cap for single operations; 0 = none (default) */
+    S3X_PARAM_PAYLOAD_SIGNING,      /* s3x_payload_signing; default SIGNED */
+    S3X_PARAM_MAX_CONNECTIONS,      /* connections per host the client may open; default 256 */
+
+    /* --- upload and download managers -------------------------------- */
+    S3X_PARAM_PART_SIZE,            /* bytes; upload 5 MiB .. 5 GiB (default 8 MiB) */
+    S3X_PARAM_MULTIPART_THRESHOLD,  /* bytes; below it one PutObject / one GET (default 8 MiB) */
+    S3X_PARAM_CONCURRENCY,          /* requests in flight, 1 .. 1024 (default 16) */
+    S3X_PARAM_BUFFER_STRATEGY,      /* s3x_buffer_strategy (upload); default AUTO */
+    S3X_PARAM_POOL,                 /* s3x_pool_kind; default BOUNDED */
+    S3X_PARAM_MEMORY_LIMIT,         /* bytes of part buffers the manager may hold; 0 = no limit (default) */
+    S3X_PARAM_CHECKSUM,             /* s3x_checksum; default NONE */
+    S3X_PARAM_LEAVE_PARTS_ON_ERROR, /* 0 or 1 (upload); default 0: a failed upload is aborted */
+    S3X_PARAM_MAX_ATTEMPTS,         /* attempts per request, 1 .. 100 (default 5) */
+    S3X_PARAM_SLOW_PART_TIMEOUT,    /* S3X_SLOW_PART_OFF (0), S3X_SLOW_PART_DYNAMIC (-1), or a fixed timeout in ms */
+    S3X_PARAM_VALIDATE_CHECKSUM,    /* 0 or 1 (download); default 1 */
+    S3X_PARAM_SIZE_HINT,            /* bytes expected from a stream of unknown length; 0 = unknown (default) */
+
+    S3X_PARAM__COUNT
+} s3x_param;
+
+typedef enum s3x_addressing {
+    S3X_ADDRESSING_AUTO = 0,   /* path-style for IP-address and localhost endpoints, else virtual-hosted */
+    S3X_ADDRESSING_PATH = 1,
+    S3X_ADDRESSING_VIRTUAL = 2
+} s3x_addressing;
+
+typedef enum s3x_payload_signing {
+    S3X_PAYLOAD_SIGNED = 0,    /* x-amz-content-sha256 is the SHA-256 of the body */
+    S3X_PAYLOAD_UNSIGNED = 1   /* UNSIGNED-PAYLOAD: the body is not hashed for the signature */
+} s3x_payload_signing;
+
+typedef enum s3x_buffer_strategy {
+    S3X_BUFFER_AUTO = 0,       /* unbuffered for seekable files, buffered otherwise */
+    S3X_BUFFER_BUFFERED = 1,   /* each part is read into a pool buffer before it is sent */
+    S3X_BUFFER_UNBUFFERED = 2  /* each part is read in place (pread at its offset) while it is sent */
+} s3x_buffer_strategy;
+
+typedef enum s3x_pool_kind {
+    S3X_POOL_BOUNDED = 0,      /* at most concurrency+1 buffers ever; a part waits for a free one */
+    S3X_POOL_CACHE = 1,        /* unbounded free list that keeps every buffer it ever made */
+    S3X_POOL_MALLOC = 2        /* a fresh buffer per part, freed after use */
+} s3x_pool_kind;
+
+typedef enum s3x_checksum {
+    S3X_CHECKSUM_NONE = 0,
+    S3X_CHECKSUM_CRC32C = 1,
+    S3X_CHECKSUM_CRC32 = 2,
+    S3X_CHECKSUM_SHA256 = 3,
+    S3X_CHECKSUM_MD5 = 4       /* Content-MD5 per part */
+} s3x_checksum;
+
+#define S3X_SLOW_PART_OFF 0
+#define S3X_SLOW_PART_DYNAMIC (-1)
+
+/* The accepted range [lo, hi] of a knob. Returns S3X_EINVAL for an unknown knob. */
+S3X_API int s3x_param_bounds(s3x_param param, int64_t *lo, int64_t *hi);
+
+/* The knob's name as used in messages, Python and the CLI ("part_size"), or NULL. */
+S3X_API const char *s3x_param_name(s3x_param param);
+
+/* The knob's default value (0 for an unknown knob). */
+S3X_API int64_t s3x_param_default(s3x_param param);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

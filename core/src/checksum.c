@@ -1,0 +1,176 @@
+#include "checksum.h"
+#include <openssl/evp.h>
+#include <string.h>
+#include <zlib.h>
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+/* ---- CRC32C (Castagnoli) -------------------------------------------------- */
+
+static uint32_t g_crc32c_table[8][256];
+static int g_crc32c_ready;
+
+static void crc32c_init_tables(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        g_crc32c_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            g_crc32c_table[t][i] = (g_crc32c_table[t - 1][i] >> 8) ^ g_crc32c_table[0][g_crc32c_table[t - 1][i] & 0xff];
+    g_crc32c_ready = 1;
+}
+
+static uint32_t crc32c_sw(uint32_t crc, const unsigned char *p, size_t n) {
+    if (!g_crc32c_ready) crc32c_init_tables();
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v ^= crc;
+        crc = g_crc32c_table[7][v & 0xff] ^ g_crc32c_table[6][(v >> 8) & 0xff] ^
+              g_crc32c_table[5][(v >> 16) & 0xff] ^ g_crc32c_table[4][(v >> 24) & 0xff] ^
+              g_crc32c_table[3][(v >> 32) & 0xff] ^ g_crc32c_table[2][(v >> 40) & 0xff] ^
+              g_crc32c_table[1][(v >> 48) & 0xff] ^ g_crc32c_table[0][v >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = (crc >> 8) ^ g_crc32c_table[0][(crc ^ *p++) & 0xff];
+    return crc;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint64_t c = crc;
+    while (n && ((uintptr_t)p & 7)) {
+        c = _mm_crc32_u8((uint32_t)c, *p++);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = _mm_crc32_u8((uint32_t)c, *p++);
+    return (uint32_t)c;
+}
+#endif
+
+uint32_t s3x_crc32c(uint32_t crc, const void *data, size_t len) {
+    crc = ~crc;
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int hw = -1;
+    if (hw < 0) hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    crc = hw ? crc32c_hw(crc, data, len) : crc32c_sw(crc, data, len);
+#else
+    crc = crc32c_sw(crc, data, len);
+#endif
+    return ~crc;
+}
+
+uint32_t s3x_crc32(uint32_t crc, const void *data, size_t len) {
+    const unsigned char *p = data;
+    /* zlib takes uInt lengths. */
+    while (len) {
+        uInt n = len > (1u << 30) ? (1u << 30) : (uInt)len;
+        crc = (uint32_t)crc32(crc, p, n);
+        p += n;
+        len -= n;
+    }
+    return crc;
+}
+
+/* ---- hashers ------------------------------------------------------------------ */
+
+int s3x_hasher_init(s3x_hasher *h, int kind) {
+    memset(h, 0, sizeof *h);
+    h->kind = kind;
+    if (kind == S3X_CHECKSUM_SHA256 || kind == S3X_CHECKSUM_MD5) {
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        if (!ctx) return -1;
+        if (EVP_DigestInit_ex(ctx, kind == S3X_CHECKSUM_SHA256 ? EVP_sha256() : EVP_md5(), NULL) != 1) {
+            EVP_MD_CTX_free(ctx);
+            return -1;
+        }
+        h->md = ctx;
+    }
+    return 0;
+}
+
+void s3x_hasher_update(s3x_hasher *h, const void *data, size_t len) {
+    switch (h->kind) {
+    case S3X_CHECKSUM_CRC32C: h->crc = s3x_crc32c(h->crc, data, len); break;
+    case S3X_CHECKSUM_CRC32: h->crc = s3x_crc32(h->crc, data, len); break;
+    case S3X_CHECKSUM_SHA256:
+    case S3X_CHECKSUM_MD5: EVP_DigestUpdate(h->md, data, len); break;
+    default: break;
+    }
+}
+
+void s3x_hasher_final_b64(s3x_hasher *h, char out[48]) {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    out[0] = '\0';
+    if (h->kind == S3X_CHECKSUM_CRC32C || h->kind == S3X_CHECKSUM_CRC32) {
+        d[0] = (unsigned char)(h->crc >> 24);
+        d[1] = (unsigned char)(h->crc >> 16);
+        d[2] = (unsigned char)(h->crc >> 8);
+        d[3] = (unsigned char)h->crc;
+        n = 4;
+    } else if (h->md) {
+        EVP_DigestFinal_ex(h->md, d, &n);
+    }
+    if (n) s3x_base64(d, n, out);
+    s3x_hasher_cleanup(h);
+}
+
+void s3x_hasher_cleanup(s3x_hasher *h) {
+    if (h->md) EVP_MD_CTX_free(h->md);
+    h->md = NULL;
+}
+
+void s3x_base64(const unsigned char *in, size_t n, char *out) {
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < n) v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < n) v |= in[i + 2];
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? tbl[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+const char *s3x_checksum_header(int kind) {
+    switch (kind) {
+    case S3X_CHECKSUM_CRC32C: return "x-amz-checksum-crc32c";
+    case S3X_CHECKSUM_CRC32: return "x-amz-checksum-crc32";
+    case S3X_CHECKSUM_SHA256: return "x-amz-checksum-sha256";
+    case S3X_CHECKSUM_MD5: return "content-md5";
+    default: return NULL;
+    }
+}
+
+const char *s3x_checksum_algorithm(int kind) {
+    switch (kind) {
+    case S3X_CHECKSUM_CRC32C: return "CRC32C";
+    case S3X_CHECKSUM_CRC32: return "CRC32";
+    case S3X_CHECKSUM_SHA256: return "SHA256";
+    default: return NULL;
+    }
+}
+
+const char *s3x_checksum_xml_name(int kind) {
+    switch (kind) {
+    case S3X_CHECKSUM_CRC32C: return "ChecksumCRC32C";
+    case S3X_CHECKSUM_CRC32: return "ChecksumCRC32";
+    case S3X_CHECKSUM_SHA256: return "ChecksumSHA256";
+    default: return NULL;
+    }
+}

@@ -1,0 +1,324 @@
+/* Client settings, their resolution from the environment and shared files,
+ * and the handle's lifetime. */
+#include "client_internal.h"
+#include "error.h"
+#include "params_internal.h"
+#include "s3xml.h"
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_init_rc;
+
+static void global_init(void) {
+    g_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+    s3x_xml_init();
+}
+
+const char *s3x_version(void) { return S3XFER_VERSION; }
+
+void s3x_free(void *p) { free(p); }
+
+static char *xstrdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    char *p = malloc(n + 1);
+    if (p) memcpy(p, s, n + 1);
+    return p;
+}
+
+int s3x_client_new(s3x_client **out) {
+    if (!out) return s3x_seterr(S3X_EINVAL, "s3x_client_new: out is NULL");
+    *out = NULL;
+    pthread_once(&g_once, global_init);
+    if (g_init_rc) return s3x_seterr(S3X_EINTERNAL, "libcurl global initialisation failed");
+    s3x_client *c = calloc(1, sizeof *c);
+    if (!c) return s3x_seterr(S3X_ENOMEM, "out of memory creating a client");
+    s3x_params_defaults(c->params);
+    c->multi = curl_multi_init();
+    if (!c->multi) {
+        free(c);
+        return s3x_seterr(S3X_ENOMEM, "curl_multi_init failed");
+    }
+    *out = c;
+    return 0;
+}
+
+static void clear_resolved(s3x_client *c) {
+    char **fields[] = {&c->endpoint, &c->scheme, &c->hostport, &c->region, &c->access_key,
+                       &c->secret_key, &c->session_token, &c->ca_bundle};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (*fields[i] && (fields[i] == &c->secret_key || fields[i] == &c->session_token))
+            memset(*fields[i], 0, strlen(*fields[i]));
+        free(*fields[i]);
+        *fields[i] = NULL;
+    }
+    c->resolved = 0;
+    c->sign_date[0] = '\0';
+}
+
+void s3x_client_free(s3x_client *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->nidle; i++) curl_easy_cleanup(c->idle[i]);
+    free(c->idle);
+    if (c->multi) curl_multi_cleanup(c->multi);
+    clear_resolved(c);
+    for (int i = 0; i < S3X_CLIENT_OPT__COUNT; i++) {
+        if (c->opt[i]) memset(c->opt[i], 0, strlen(c->opt[i]));
+        free(c->opt[i]);
+    }
+    memset(c->sign_key, 0, sizeof c->sign_key);
+    free(c);
+}
+
+static int check_endpoint(const char *v) {
+    if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+        return s3x_seterr(S3X_EINVAL, "endpoint URL '%s' must start with http:// or https://", v);
+    const char *host = strstr(v, "://") + 3;
+    if (!*host || *host == '/')
+        return s3x_seterr(S3X_EINVAL, "endpoint URL '%s' has no host", v);
+    return 0;
+}
+
+int s3x_client_set_string(s3x_client *c, s3x_client_opt opt, const char *value) {
+    if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
+    if ((int)opt < 0 || opt >= S3X_CLIENT_OPT__COUNT)
+        return s3x_seterr(S3X_EINVAL, "unknown client option %d", (int)opt);
+    if (value && opt == S3X_CLIENT_ENDPOINT_URL) {
+        int rc = check_endpoint(value);
+        if (rc) return rc;
+    }
+    char *copy = NULL;
+    if (value && !(copy = xstrdup(value))) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    free(c->opt[opt]);
+    c->opt[opt] = copy;
+    clear_resolved(c);
+    return 0;
+}
+
+int s3x_client_set(s3x_client *c, s3x_param p, int64_t v) {
+    if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
+    int rc = s3x_param_check(p, v, S3X_SCOPE_CLIENT);
+    if (rc) return rc;
+    c->params[p] = v;
+    if (p == S3X_PARAM_ADDRESSING_STYLE) clear_resolved(c);
+    return 0;
+}
+
+int s3x_client_get(const s3x_client *c, s3x_param p, int64_t *v) {
+    if (!c || !v) return s3x_seterr(S3X_EINVAL, "client or value is NULL");
+    const s3x_param_info *pi = s3x_param_info_get(p);
+    if (!pi || !(pi->scope & S3X_SCOPE_CLIENT))
+        return s3x_seterr(S3X_EINVAL, "knob %s does not apply to the client", pi ? pi->name : "?");
+    *v = c->params[p];
+    return 0;
+}
+
+const char *s3x_client_endpoint(const s3x_client *c) { return c ? c->endpoint : NULL; }
+const char *s3x_client_region(const s3x_client *c) { return c ? c->region : NULL; }
+
+static const char *env_nonempty(const char *name) {
+    const char *v = getenv(name);
+    return (v && *v) ? v : NULL;
+}
+
+/* ---- shared config / credentials files (INI) -------------------------- */
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+    return s;
+}
+
+/* Looks up key in section of an INI file. Returns a malloc'd value or NULL. */
+static char *ini_lookup(const char *path, const char *section, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char line[4096];
+    int in = 0;
+    char *found = NULL;
+    while (fgets(line, sizeof line, f)) {
+        char *s = trim(line);
+        if (*s == '#' || *s == ';' || !*s) continue;
+        if (*s == '[') {
+            char *e = strchr(s, ']');
+            if (!e) continue;
+            *e = '\0';
+            in = strcmp(trim(s + 1), section) == 0;
+            continue;
+        }
+        if (!in) continue;
+        char *eq = strchr(s, '=');
+        if (!eq) continue;
+        *eq = '\0';
+        if (strcmp(trim(s), key) == 0) {
+            free(found);
+            found = xstrdup(trim(eq + 1));
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static char *home_path(const char *env, const char *rel) {
+    const char *p = env_nonempty(env);
+    if (p) return xstrdup(p);
+    const char *home = env_nonempty("HOME");
+    if (!home) return NULL;
+    s3x_buf b = S3X_BUF_INIT;
+    if (s3x_buf_printf(&b, "%s/%s", home, rel)) {
+        s3x_buf_free(&b);
+        return NULL;
+    }
+    return s3x_buf_detach(&b);
+}
+
+static int profile_credentials(s3x_client *c, const char *profile) {
+    char *path = home_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
+    if (!path) return 0;
+    c->access_key = ini_lookup(path, profile, "aws_access_key_id");
+    c->secret_key = ini_lookup(path, profile, "aws_secret_access_key");
+    c->session_token = ini_lookup(path, profile, "aws_session_token");
+    free(path);
+    if (!c->access_key || !c->secret_key) {
+        free(c->access_key);
+        free(c->secret_key);
+        free(c->session_token);
+        c->access_key = c->secret_key = c->session_token = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static char *profile_config(const char *profile, const char *key) {
+    char *path = home_path("AWS_CONFIG_FILE", ".aws/config");
+    if (!path) return NULL;
+    s3x_buf sec = S3X_BUF_INIT;
+    char *v = NULL;
+    if (strcmp(profile, "default") == 0) {
+        v = ini_lookup(path, "default", key);
+    } else if (!s3x_buf_printf(&sec, "profile %s", profile)) {
+        v = ini_lookup(path, sec.data, key);
+    }
+    s3x_buf_free(&sec);
+    free(path);
+    return v;
+}
+
+static int is_ip_or_localhost(const char *host, size_t n) {
+    if (n == 9 && strncmp(host, "localhost", 9) == 0) return 1;
+    if (n > 0 && host[0] == '[') return 1;  /* IPv6 literal */
+    for (size_t i = 0; i < n; i++)
+        if (!(isdigit((unsigned char)host[i]) || host[i] == '.')) return 0;
+    return 1;
+}
+
+int s3x_client_resolve(s3x_client *c) {
+    if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
+    if (c->resolved) return 0;
+    clear_resolved(c);
+    const char *explicit_profile = c->opt[S3X_CLIENT_PROFILE];
+    const char *profile = explicit_profile ? explicit_profile : env_nonempty("AWS_PROFILE");
+    if (!profile) profile = "default";
+
+    /* region */
+    const char *region = c->opt[S3X_CLIENT_REGION];
+    if (!region) region = env_nonempty("AWS_REGION");
+    if (!region) region = env_nonempty("AWS_DEFAULT_REGION");
+    char *cfg_region = region ? NULL : profile_config(profile, "region");
+    c->region = xstrdup(region ? region : (cfg_region && *cfg_region ? cfg_region : "us-east-1"));
+    free(cfg_region);
+
+    /* endpoint */
+    const char *ep = c->opt[S3X_CLIENT_ENDPOINT_URL];
+    if (!ep) ep = env_nonempty("AWS_ENDPOINT_URL_S3");
+    if (!ep) ep = env_nonempty("AWS_ENDPOINT_URL");
+    s3x_buf eb = S3X_BUF_INIT;
+    int rc;
+    if (ep) {
+        if ((rc = check_endpoint(ep))) return rc;
+        rc = s3x_buf_puts(&eb, ep);
+    } else {
+        rc = s3x_buf_printf(&eb, "https://s3.%s.amazonaws.com", c->region);
+    }
+    if (rc) goto oom;
+    while (eb.len && eb.data[eb.len - 1] == '/') eb.data[--eb.len] = '\0';
+    {
+        const char *sep = strstr(eb.data, "://");
+        const char *host = sep + 3;
+        const char *slash = strchr(host, '/');
+        if (slash) {
+            s3x_buf_free(&eb);
+            return s3x_seterr(S3X_EINVAL, "endpoint URL '%s' must not have a path", ep);
+        }
+        c->scheme = strndup(eb.data, (size_t)(sep - eb.data));
+        size_t hlen = strlen(host);
+        /* The Host header omits the scheme's default port. */
+        if (!strcmp(c->scheme, "http") && hlen > 3 && !strcmp(host + hlen - 3, ":80")) hlen -= 3;
+        if (!strcmp(c->scheme, "https") && hlen > 4 && !strcmp(host + hlen - 4, ":443")) hlen -= 4;
+        c->hostport = strndup(host, hlen);
+        c->endpoint = s3x_buf_detach(&eb);
+        if (!c->scheme || !c->hostport || !c->endpoint) goto oom;
+        const char *colon = NULL;
+        if (c->hostport[0] == '[') colon = strstr(c->hostport, "]:") ? strstr(c->hostport, "]:") + 1 : NULL;
+        else colon = strrchr(c->hostport, ':');
+        size_t bare = colon ? (size_t)(colon - c->hostport) : strlen(c->hostport);
+        int64_t style = c->params[S3X_PARAM_ADDRESSING_STYLE];
+        c->path_style = style == S3X_ADDRESSING_PATH ||
+                        (style == S3X_ADDRESSING_AUTO && is_ip_or_localhost(c->hostport, bare));
+    }
+
+    /* credentials */
+    const char *ak = c->opt[S3X_CLIENT_ACCESS_KEY], *sk = c->opt[S3X_CLIENT_SECRET_KEY];
+    if (ak || sk) {
+        if (!ak || !sk) {
+            clear_resolved(c);
+            return s3x_seterr(S3X_ECREDENTIALS, "both an access key and a secret key must be given (only the %s was set)",
+                              ak ? "access key" : "secret key");
+        }
+        c->access_key = xstrdup(ak);
+        c->secret_key = xstrdup(sk);
+        c->session_token = xstrdup(c->opt[S3X_CLIENT_SESSION_TOKEN]);
+    } else if (explicit_profile) {
+        if (!profile_credentials(c, explicit_profile)) {
+            clear_resolved(c);
+            return s3x_seterr(S3X_ECREDENTIALS, "profile '%s' has no aws_access_key_id/aws_secret_access_key in the shared credentials file",
+                              explicit_profile);
+        }
+    } else if (env_nonempty("AWS_ACCESS_KEY_ID") && env_nonempty("AWS_SECRET_ACCESS_KEY")) {
+        c->access_key = xstrdup(getenv("AWS_ACCESS_KEY_ID"));
+        c->secret_key = xstrdup(getenv("AWS_SECRET_ACCESS_KEY"));
+        c->session_token = xstrdup(env_nonempty("AWS_SESSION_TOKEN"));
+    } else if (!profile_credentials(c, profile)) {
+        clear_resolved(c);
+        return s3x_seterr(S3X_ECREDENTIALS,
+                          "no credentials: set an access key and secret key, AWS_ACCESS_KEY_ID and "
+                          "AWS_SECRET_ACCESS_KEY, or a profile in the shared credentials file");
+    }
+    if (!c->access_key || !c->secret_key) goto oom;
+
+    const char *ca = c->opt[S3X_CLIENT_CA_BUNDLE];
+    if (!ca) ca = env_nonempty("AWS_CA_BUNDLE");
+    if (ca && !(c->ca_bundle = xstrdup(ca))) goto oom;
+    c->resolved = 1;
+    return 0;
+oom:
+    s3x_buf_free(&eb);
+    clear_resolved(c);
+    return s3x_seterr(S3X_ENOMEM, "out of memory resolving client settings");
+}
+
+int s3x_client_ensure(s3x_client *c) { return c->resolved ? 0 : s3x_client_resolve(c); }
+
+void s3x_object_info_clear(s3x_object_info *info) {
+    if (!info) return;
+    free(info->etag);
+    free(info->last_modified);
+    free(info->content_type);
+    free(info->version_id);
+    memset(info, 0, sizeof *info);
+}

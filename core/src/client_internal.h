@@ -1,0 +1,126 @@
+/* The client's private state and the HTTP request machinery shared by the
+ * single operations and the managers (private). */
+#ifndef S3X_CLIENT_INTERNAL_H
+#define S3X_CLIENT_INTERNAL_H
+
+#include <curl/curl.h>
+#include <stdatomic.h>
+#include "buf.h"
+#include "sigv4.h"
+#include "s3xfer/s3xfer.h"
+
+struct s3x_client {
+    char *opt[S3X_CLIENT_OPT__COUNT];   /* explicit settings (NULL = unset) */
+    int64_t params[S3X_PARAM__COUNT];
+
+    int resolved;
+    char *endpoint;     /* scheme://host[:port], no trailing slash, no path */
+    char *scheme;       /* "http" or "https" */
+    char *hostport;     /* host[:port] as sent in the Host header */
+    char *region;
+    char *access_key, *secret_key, *session_token;
+    char *ca_bundle;
+    int path_style;
+
+    CURLM *multi;
+    CURL **idle;        /* easy handles kept for reuse */
+    size_t nidle, idle_cap;
+
+    char sign_date[9];  /* signing-key cache: the date it was derived for */
+    unsigned char sign_key[32];
+};
+
+#define S3X_MAX_QUERY 8
+#define S3X_MAX_HEADERS 16
+
+typedef struct s3x_http_req s3x_http_req;
+typedef void (*s3x_http_done_fn)(s3x_http_req *req, void *payload);
+
+/* One HTTP request to S3. The caller fills the "request" part (pointers it
+ * keeps alive until the request is finished), then runs it with
+ * s3x_http_perform (blocking) or s3x_http_start + s3x_http_poll (many at
+ * once on the client's multi handle). */
+struct s3x_http_req {
+    /* --- request ---------------------------------------------------- */
+    const char *op;            /* operation name for messages: "PutObject" */
+    const char *method;        /* "GET", "PUT", "POST", "DELETE", "HEAD" */
+    const char *bucket;        /* NULL for service-level requests */
+    const char *key;           /* NULL for bucket-level requests */
+    s3x_kv query[S3X_MAX_QUERY];
+    size_t nquery;
+    s3x_kv headers[S3X_MAX_HEADERS];   /* extra headers, signed */
+    size_t nheaders;
+
+    /* body: memory (body/body_len) or a callback (read_fn, body_size bytes) */
+    const char *body;
+    size_t body_len;
+    s3x_read_fn read_fn;
+    void *read_payload;
+    int64_t body_size;         /* for read_fn bodies */
+    const char *payload_hash;  /* NULL: SHA-256 of a memory body per client knob, else UNSIGNED */
+
+    /* response body sink: write_fn, else captured into resp_body */
+    s3x_write_fn write_fn;
+    void *write_payload;
+    size_t resp_cap;           /* cap on captured bytes (0 = default 64 MiB) */
+
+    /* --- response --------------------------------------------------- */
+    long status;
+    s3x_buf resp_body;
+    char *etag, *request_id, *content_range, *content_type, *last_modified, *version_id;
+    int64_t content_length;    /* -1 when absent */
+    int64_t bytes_in;          /* response body bytes received */
+    int64_t bytes_out;         /* request body bytes handed to curl */
+    CURLcode curl_rc;
+    int aborted_by_callback;   /* read/write callback asked to stop */
+    int read_failed;           /* read_fn returned < 0 or ended early */
+    char errbuf[CURL_ERROR_SIZE];
+
+    /* timings (seconds, CLOCK_MONOTONIC) */
+    double t_start, t_sent, t_first_byte, t_end;
+
+    /* --- engine ----------------------------------------------------- */
+    CURL *easy;
+    struct curl_slist *slist;
+    s3x_buf url;
+    size_t body_off;
+    s3x_http_done_fn on_done;
+    void *done_payload;
+    void *user;                /* for the managers */
+    int in_multi;
+    int got_status;
+};
+
+double s3x_now(void);
+
+/* Resolves settings if not done yet. */
+int s3x_client_ensure(s3x_client *c);
+
+/* Builds the URL, signs, configures the easy handle. */
+int s3x_http_prepare(s3x_client *c, s3x_http_req *r);
+/* Blocking: prepare, run to completion, then s3x_http_check. */
+int s3x_http_perform(s3x_client *c, s3x_http_req *r);
+/* Non-blocking start on the client's multi handle (after prepare). */
+int s3x_http_start(s3x_client *c, s3x_http_req *r);
+/* Drives the multi handle for up to timeout_ms; calls each finished
+ * request's on_done. Returns the number of requests still running, or <0. */
+int s3x_http_poll(s3x_client *c, int timeout_ms);
+/* Removes a running request from the multi handle (cancel). */
+void s3x_http_abort(s3x_client *c, s3x_http_req *r);
+/* Wakes a thread blocked in s3x_http_poll (callable from any thread). */
+void s3x_http_wakeup(s3x_client *c);
+/* Maps the outcome (curl error, HTTP status, error XML) to 0 or an error code
+ * with the thread's last error set. */
+int s3x_http_check(s3x_client *c, s3x_http_req *r);
+/* Classifies a finished failed request as retryable (1) or not (0). */
+int s3x_http_retryable(const s3x_http_req *r);
+/* Releases everything a request holds and returns its easy handle to the
+ * client; the request may then be filled and run again. */
+void s3x_http_req_reset(s3x_client *c, s3x_http_req *r);
+
+#endif
+
+/* CompleteMultipartUpload with a prebuilt XML body (the upload manager adds
+ * checksums); handles the 200-with-error case. */
+int s3x_complete_multipart_raw(s3x_client *c, const char *bucket, const char *key, const char *upload_id,
+                               const char *body, size_t blen, s3x_http_req *unused, char **etag_out);

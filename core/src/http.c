@@ -1,0 +1,549 @@
+/* HTTP requests to S3 over libcurl: URL building, signing, the multi loop
+ * and mapping outcomes to s3xfer errors. */
+#include "client_internal.h"
+#include "error.h"
+#include "s3xml.h"
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define DEFAULT_RESP_CAP (64u * 1024u * 1024u)
+#define ERROR_BODY_CAP (1u * 1024u * 1024u)
+
+double s3x_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static char *dupn(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+/* ---- curl callbacks ---------------------------------------------------- */
+
+static size_t on_read(char *dst, size_t size, size_t nitems, void *ud) {
+    s3x_http_req *r = ud;
+    size_t cap = size * nitems;
+    size_t n = 0;
+    if (r->read_fn) {
+        int64_t left = r->body_size - r->bytes_out;
+        if (left <= 0) return 0;
+        if ((int64_t)cap > left) cap = (size_t)left;
+        int64_t got = r->read_fn(dst, cap, r->read_payload);
+        if (got < 0 || (got == 0 && left > 0)) {
+            r->read_failed = 1;
+            return CURL_READFUNC_ABORT;
+        }
+        n = (size_t)got;
+    } else if (r->body) {
+        size_t left = r->body_len - r->body_off;
+        n = left < cap ? left : cap;
+        memcpy(dst, r->body + r->body_off, n);
+        r->body_off += n;
+    }
+    r->bytes_out += (int64_t)n;
+    int64_t total = r->read_fn ? r->body_size : (int64_t)r->body_len;
+    if (r->bytes_out >= total && r->t_sent == 0) r->t_sent = s3x_now();
+    return n;
+}
+
+static int header_is(const char *line, size_t n, const char *name, const char **val, size_t *vlen) {
+    size_t k = strlen(name);
+    if (n <= k || line[k] != ':' || strncasecmp(line, name, k) != 0) return 0;
+    const char *v = line + k + 1;
+    const char *e = line + n;
+    while (v < e && (*v == ' ' || *v == '\t')) v++;
+    while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ')) e--;
+    *val = v;
+    *vlen = (size_t)(e - v);
+    return 1;
+}
+
+static void set_field(char **field, const char *v, size_t n) {
+    free(*field);
+    *field = dupn(v, n);
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
+    s3x_http_req *r = ud;
+    size_t n = size * nitems;
+    if (r->t_first_byte == 0) r->t_first_byte = s3x_now();
+    if (r->t_sent == 0) r->t_sent = r->t_first_byte;
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        /* A new status line (after a 100 Continue, say) starts a fresh header set. */
+        const char *sp = memchr(line, ' ', n);
+        r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        r->got_status = 1;
+        r->content_length = -1;
+        return n;
+    }
+    const char *v;
+    size_t vl;
+    if (header_is(line, n, "etag", &v, &vl)) set_field(&r->etag, v, vl);
+    else if (header_is(line, n, "x-amz-request-id", &v, &vl)) set_field(&r->request_id, v, vl);
+    else if (header_is(line, n, "content-range", &v, &vl)) set_field(&r->content_range, v, vl);
+    else if (header_is(line, n, "content-type", &v, &vl)) set_field(&r->content_type, v, vl);
+    else if (header_is(line, n, "last-modified", &v, &vl)) set_field(&r->last_modified, v, vl);
+    else if (header_is(line, n, "x-amz-version-id", &v, &vl)) set_field(&r->version_id, v, vl);
+    else if (header_is(line, n, "content-length", &v, &vl)) {
+        char tmp[32];
+        if (vl < sizeof tmp) {
+            memcpy(tmp, v, vl);
+            tmp[vl] = '\0';
+            r->content_length = strtoll(tmp, NULL, 10);
+        }
+    }
+    return n;
+}
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
+    s3x_http_req *r = ud;
+    size_t n = size * nmemb;
+    r->bytes_in += (int64_t)n;
+    if (r->status >= 300 || !r->write_fn) {
+        size_t cap = r->status >= 300 ? ERROR_BODY_CAP : (r->resp_cap ? r->resp_cap : DEFAULT_RESP_CAP);
+        if (r->resp_body.len + n > cap) {
+            if (r->status >= 300) return n;  /* keep what we have of the error body */
+            r->aborted_by_callback = 1;
+            return 0;
+        }
+        if (s3x_buf_append(&r->resp_body, data, n)) {
+            r->aborted_by_callback = 1;
+            return 0;
+        }
+        return n;
+    }
+    if (r->write_fn(data, n, r->write_payload) != 0) {
+        r->aborted_by_callback = 1;
+        return 0;
+    }
+    return n;
+}
+
+/* ---- building and signing --------------------------------------------- */
+
+typedef struct enc_kv {
+    char *k, *v;
+} enc_kv;
+
+static int cmp_enc_kv(const void *a, const void *b) {
+    const enc_kv *x = a, *y = b;
+    int c = strcmp(x->k, y->k);
+    return c ? c : strcmp(x->v, y->v);
+}
+
+static int append_query(s3x_buf *url, const s3x_http_req *r) {
+    enc_kv kv[S3X_MAX_QUERY];
+    size_t n = r->nquery;
+    int rc = 0;
+    memset(kv, 0, sizeof kv);
+    for (size_t i = 0; i < n && !rc; i++) {
+        s3x_buf k = S3X_BUF_INIT, v = S3X_BUF_INIT;
+        rc = s3x_uri_encode(&k, r->query[i].key, strlen(r->query[i].key), 1);
+        const char *val = r->query[i].value ? r->query[i].value : "";
+        if (!rc) rc = s3x_uri_encode(&v, val, strlen(val), 1);
+        kv[i].k = s3x_buf_detach(&k);
+        kv[i].v = s3x_buf_detach(&v);
+        if (!kv[i].k || !kv[i].v) rc = S3X_ENOMEM;
+    }
+    if (!rc && n) {
+        qsort(kv, n, sizeof kv[0], cmp_enc_kv);
+        for (size_t i = 0; i < n && !rc; i++)
+            rc = s3x_buf_printf(url, "%c%s=%s", i ? '&' : '?', kv[i].k, kv[i].v);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(kv[i].k);
+        free(kv[i].v);
+    }
+    return rc;
+}
+
+static void amz_now(char out[17]) { s3x_amz_date((int64_t)time(NULL), out); }
+
+int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
+    int rc = s3x_client_ensure(c);
+    if (rc) return rc;
+    r->status = 0;
+    r->content_length = -1;
+    r->t_start = s3x_now();
+
+    /* path and URL */
+    s3x_buf path = S3X_BUF_INIT, host = S3X_BUF_INIT;
+    if (r->bucket && c->path_style) {
+        rc = s3x_buf_printf(&path, "/%s", r->bucket);
+        if (!rc && r->key) rc = s3x_buf_puts(&path, "/");
+        if (!rc) rc = s3x_buf_puts(&host, c->hostport);
+    } else if (r->bucket) {
+        rc = s3x_buf_printf(&host, "%s.%s", r->bucket, c->hostport);
+        if (!rc) rc = s3x_buf_puts(&path, "/");
+    } else {
+        rc = s3x_buf_puts(&path, "/");
+        if (!rc) rc = s3x_buf_puts(&host, c->hostport);
+    }
+    if (!rc && r->key) rc = s3x_uri_encode(&path, r->key, strlen(r->key), 0);
+    s3x_buf_clear(&r->url);
+    if (!rc) rc = s3x_buf_printf(&r->url, "%s://%s%s", c->scheme, host.data, path.data);
+    if (!rc) rc = append_query(&r->url, r);
+    if (rc) goto done;
+
+    /* payload hash */
+    char hash[65];
+    const char *payload_hash = r->payload_hash;
+    if (!payload_hash) {
+        if (r->read_fn || c->params[S3X_PARAM_PAYLOAD_SIGNING] == S3X_PAYLOAD_UNSIGNED) {
+            payload_hash = S3X_UNSIGNED_PAYLOAD;
+        } else {
+            s3x_sha256_hex(r->body ? r->body : "", r->body ? r->body_len : 0, hash);
+            payload_hash = hash;
+        }
+    }
+
+    /* signed headers: ours plus the caller's */
+    char date[17];
+    amz_now(date);
+    s3x_kv hdrs[S3X_MAX_HEADERS + 4];
+    size_t nh = 0;
+    hdrs[nh++] = (s3x_kv){"host", host.data};
+    hdrs[nh++] = (s3x_kv){"x-amz-date", date};
+    hdrs[nh++] = (s3x_kv){"x-amz-content-sha256", payload_hash};
+    if (c->session_token) hdrs[nh++] = (s3x_kv){"x-amz-security-token", c->session_token};
+    for (size_t i = 0; i < r->nheaders; i++) hdrs[nh++] = r->headers[i];
+
+    s3x_sigv4_input in = {
+        .access_key = c->access_key, .secret_key = c->secret_key, .region = c->region,
+        .service = "s3", .amz_date = date, .method = r->method, .encoded_path = path.data,
+        .query = r->query, .nquery = r->nquery, .headers = hdrs, .nheaders = nh,
+        .payload_hash = payload_hash,
+    };
+    s3x_sigv4_output out;
+    memset(&out, 0, sizeof out);
+    rc = s3x_sigv4_sign(&in, &out);
+    if (rc) {
+        s3x_sigv4_output_free(&out);
+        goto done;
+    }
+
+    /* curl handle */
+    if (!r->easy) {
+        if (c->nidle) r->easy = c->idle[--c->nidle];
+        else r->easy = curl_easy_init();
+        if (!r->easy) {
+            s3x_sigv4_output_free(&out);
+            rc = s3x_seterr(S3X_ENOMEM, "curl_easy_init failed");
+            goto done;
+        }
+    }
+    CURL *e = r->easy;
+    curl_slist_free_all(r->slist);
+    r->slist = NULL;
+    s3x_buf line = S3X_BUF_INIT;
+    for (size_t i = 0; i < nh && !rc; i++) {
+        s3x_buf_clear(&line);
+        rc = s3x_buf_printf(&line, "%s: %s", hdrs[i].key, hdrs[i].value);
+        struct curl_slist *ns = rc ? NULL : curl_slist_append(r->slist, line.data);
+        if (!ns) rc = S3X_ENOMEM;
+        else r->slist = ns;
+    }
+    s3x_buf_clear(&line);
+    if (!rc) rc = s3x_buf_printf(&line, "Authorization: %s", out.authorization.data);
+    if (!rc) {
+        struct curl_slist *ns = curl_slist_append(r->slist, line.data);
+        if (ns) r->slist = ns; else rc = S3X_ENOMEM;
+        /* No 100-continue round trip; no default Accept header. */
+        if (ns && !(ns = curl_slist_append(r->slist, "Expect:"))) rc = S3X_ENOMEM;
+        if (ns) r->slist = ns;
+        if (ns && !(ns = curl_slist_append(r->slist, "Accept:"))) rc = S3X_ENOMEM;
+        if (ns) r->slist = ns;
+    }
+    memset(line.data ? line.data : (char *)"", 0, line.len);
+    s3x_buf_free(&line);
+    s3x_sigv4_output_free(&out);
+    if (rc) {
+        rc = s3x_seterr(S3X_ENOMEM, "out of memory building request headers");
+        goto done;
+    }
+
+    curl_easy_setopt(e, CURLOPT_URL, r->url.data);
+    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->slist);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    r->errbuf[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->params[S3X_PARAM_CONNECT_TIMEOUT_MS]);
+    if (c->params[S3X_PARAM_REQUEST_TIMEOUT_MS] > 0)
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->params[S3X_PARAM_REQUEST_TIMEOUT_MS]);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024L);
+    curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->params[S3X_PARAM_VERIFY_TLS] ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->params[S3X_PARAM_VERIFY_TLS] ? 2L : 0L);
+    if (c->ca_bundle) curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_bundle);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "s3xfer/" S3XFER_VERSION);
+
+    int has_body = r->body || r->read_fn || !strcmp(r->method, "PUT") || !strcmp(r->method, "POST");
+    if (!strcmp(r->method, "HEAD")) {
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else if (has_body) {
+        curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(e, CURLOPT_READDATA, r);
+        curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+                         (curl_off_t)(r->read_fn ? r->body_size : (int64_t)r->body_len));
+        if (strcmp(r->method, "PUT")) curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+    } else if (strcmp(r->method, "GET")) {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+    }
+done:
+    s3x_buf_free(&path);
+    s3x_buf_free(&host);
+    if (rc == S3X_ENOMEM && s3x_error_last()->code != S3X_ENOMEM)
+        rc = s3x_seterr(S3X_ENOMEM, "out of memory preparing %s", r->op);
+    return rc;
+}
+
+/* ---- running ------------------------------------------------------------ */
+
+static void apply_multi_limits(s3x_client *c) {
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
+}
+
+int s3x_http_start(s3x_client *c, s3x_http_req *r) {
+    apply_multi_limits(c);
+    CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
+    if (mc != CURLM_OK)
+        return s3x_seterr(S3X_EINTERNAL, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
+    r->in_multi = 1;
+    return 0;
+}
+
+static void finish(s3x_client *c, CURL *e, CURLcode res) {
+    s3x_http_req *r = NULL;
+    curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
+    curl_multi_remove_handle(c->multi, e);
+    if (!r) return;
+    r->in_multi = 0;
+    r->curl_rc = res;
+    long st = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &st);
+    if (st) r->status = st;
+    r->t_end = s3x_now();
+    if (r->on_done) r->on_done(r, r->done_payload);
+}
+
+static void drain_messages(s3x_client *c) {
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(c->multi, &left)))
+        if (m->msg == CURLMSG_DONE) finish(c, m->easy_handle, m->data.result);
+}
+
+int s3x_http_poll(s3x_client *c, int timeout_ms) {
+    int running = 0;
+    CURLMcode mc = curl_multi_perform(c->multi, &running);
+    if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_perform: %s", curl_multi_strerror(mc));
+    drain_messages(c);
+    if (running > 0 && timeout_ms > 0) {
+        mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
+        if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_poll: %s", curl_multi_strerror(mc));
+        mc = curl_multi_perform(c->multi, &running);
+        if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_perform: %s", curl_multi_strerror(mc));
+        drain_messages(c);
+    }
+    return running;
+}
+
+void s3x_http_wakeup(s3x_client *c) { curl_multi_wakeup(c->multi); }
+
+void s3x_http_abort(s3x_client *c, s3x_http_req *r) {
+    if (r->in_multi && r->easy) {
+        curl_multi_remove_handle(c->multi, r->easy);
+        r->in_multi = 0;
+        r->curl_rc = CURLE_ABORTED_BY_CALLBACK;
+        r->t_end = s3x_now();
+    }
+}
+
+typedef struct sync_state {
+    int done;
+} sync_state;
+
+static void sync_done(s3x_http_req *r, void *p) {
+    (void)r;
+    ((sync_state *)p)->done = 1;
+}
+
+int s3x_http_perform(s3x_client *c, s3x_http_req *r) {
+    int rc = s3x_http_prepare(c, r);
+    if (rc) return rc;
+    sync_state st = {0};
+    s3x_http_done_fn prev = r->on_done;
+    void *prev_p = r->done_payload;
+    r->on_done = sync_done;
+    r->done_payload = &st;
+    rc = s3x_http_start(c, r);
+    while (!rc && !st.done) {
+        int n = s3x_http_poll(c, 1000);
+        if (n < 0) rc = n;
+    }
+    r->on_done = prev;
+    r->done_payload = prev_p;
+    if (rc) {
+        s3x_http_abort(c, r);
+        return rc;
+    }
+    return s3x_http_check(c, r);
+}
+
+/* ---- outcomes ------------------------------------------------------------ */
+
+static const char *status_code_name(long status, const char *op) {
+    switch (status) {
+    case 400: return "BadRequest";
+    case 403: return "AccessDenied";
+    case 404:
+        if (op && !strcmp(op, "HeadObject")) return "NoSuchKey";
+        if (op && !strcmp(op, "HeadBucket")) return "NoSuchBucket";
+        return "NotFound";
+    case 405: return "MethodNotAllowed";
+    case 409: return "Conflict";
+    case 412: return "PreconditionFailed";
+    case 416: return "InvalidRange";
+    case 500: return "InternalError";
+    case 503: return "ServiceUnavailable";
+    default: return "";
+    }
+}
+
+static void describe_target(s3x_buf *b, const s3x_http_req *r) {
+    if (r->bucket && r->key) s3x_buf_printf(b, "s3://%s/%s", r->bucket, r->key);
+    else if (r->bucket) s3x_buf_printf(b, "s3://%s", r->bucket);
+    else s3x_buf_puts(b, "service");
+}
+
+int s3x_http_check(s3x_client *c, s3x_http_req *r) {
+    s3x_buf target = S3X_BUF_INIT;
+    describe_target(&target, r);
+    const char *tgt = target.data ? target.data : "?";
+    int rc = 0;
+    if (r->read_failed) {
+        rc = s3x_seterr(S3X_EIO, "%s %s: reading the request body failed or ended early (%lld of %lld bytes)",
+                        r->op, tgt, (long long)r->bytes_out, (long long)r->body_size);
+    } else if (r->aborted_by_callback && r->status < 300) {
+        rc = s3x_seterr(r->write_fn ? S3X_ECANCELLED : S3X_ENOMEM,
+                        r->write_fn ? "%s %s: the body consumer stopped the transfer"
+                                    : "%s %s: response body too large to hold in memory",
+                        r->op, tgt);
+    } else if (r->curl_rc != CURLE_OK) {
+        const char *detail = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->curl_rc);
+        int code;
+        const char *what;
+        switch (r->curl_rc) {
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_COULDNT_CONNECT:
+            code = S3X_ECONNECT; what = "could not connect to"; break;
+        case CURLE_PEER_FAILED_VERIFICATION:
+#if LIBCURL_VERSION_NUM < 0x073e00
+        case CURLE_SSL_CACERT:
+#endif
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_ISSUER_ERROR:
+            code = S3X_ETLS; what = "TLS verification failed for"; break;
+        case CURLE_SSL_CONNECT_ERROR:
+            code = S3X_ECONNECT; what = "TLS handshake failed with"; break;
+        case CURLE_OPERATION_TIMEDOUT:
+            code = S3X_ETIMEOUT; what = "timed out talking to"; break;
+        case CURLE_ABORTED_BY_CALLBACK:
+            code = S3X_ECANCELLED; what = "cancelled while talking to"; break;
+        default:
+            code = S3X_ENETWORK; what = "connection failed with"; break;
+        }
+        rc = s3x_seterr(code, "%s %s: %s %s: %s", r->op, tgt, what, c->endpoint, detail);
+    } else if (r->status >= 300 || r->status == 0) {
+        s3x_xml_error xe;
+        memset(&xe, 0, sizeof xe);
+        const char *s3code = status_code_name(r->status, r->op);
+        const char *msg = NULL;
+        const char *reqid = r->request_id;
+        if (r->resp_body.len && s3x_xml_parse_error(r->resp_body.data, r->resp_body.len, &xe) == 0) {
+            if (xe.code && *xe.code) s3code = xe.code;
+            msg = xe.message;
+            if (xe.request_id && *xe.request_id && !reqid) reqid = xe.request_id;
+        }
+        rc = s3x_seterr_http(S3X_EHTTP, (int)r->status, s3code, reqid, "%s %s: HTTP %ld%s%s%s%s", r->op, tgt,
+                             r->status, *s3code ? " " : "", s3code, msg && *msg ? ": " : "", msg ? msg : "");
+        s3x_xml_error_free(&xe);
+    }
+    s3x_buf_free(&target);
+    return rc;
+}
+
+int s3x_http_retryable(const s3x_http_req *r) {
+    if (r->read_failed || r->aborted_by_callback) return 0;
+    if (r->curl_rc != CURLE_OK) {
+        switch (r->curl_rc) {
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_ABORTED_BY_CALLBACK:
+        case CURLE_URL_MALFORMAT:
+        case CURLE_OUT_OF_MEMORY:
+            return 0;
+        default:
+            return 1;
+        }
+    }
+    if (r->status == 500 || r->status == 502 || r->status == 503 || r->status == 504) return 1;
+    if (r->status == 400 && r->resp_body.len &&
+        (strstr(r->resp_body.data, "<Code>RequestTimeout</Code>") ||
+         strstr(r->resp_body.data, "<Code>InternalError</Code>")))
+        return 1;
+    return 0;
+}
+
+void s3x_http_req_reset(s3x_client *c, s3x_http_req *r) {
+    if (r->in_multi) s3x_http_abort(c, r);
+    if (r->easy) {
+        curl_easy_reset(r->easy);
+        if (c->nidle == c->idle_cap) {
+            size_t cap = c->idle_cap ? c->idle_cap * 2 : 16;
+            CURL **p = realloc(c->idle, cap * sizeof *p);
+            if (p) {
+                c->idle = p;
+                c->idle_cap = cap;
+            }
+        }
+        if (c->nidle < c->idle_cap) c->idle[c->nidle++] = r->easy;
+        else curl_easy_cleanup(r->easy);
+        r->easy = NULL;
+    }
+    curl_slist_free_all(r->slist);
+    r->slist = NULL;
+    s3x_buf_free(&r->url);
+    s3x_buf_free(&r->resp_body);
+    free(r->etag);
+    free(r->request_id);
+    free(r->content_range);
+    free(r->content_type);
+    free(r->last_modified);
+    free(r->version_id);
+    r->etag = r->request_id = r->content_range = r->content_type = r->last_modified = r->version_id = NULL;
+    r->status = 0;
+    r->got_status = 0;
+    r->bytes_in = r->bytes_out = 0;
+    r->body_off = 0;
+    r->curl_rc = CURLE_OK;
+    r->aborted_by_callback = r->read_failed = 0;
+    r->t_start = r->t_sent = r->t_first_byte = r->t_end = 0;
+}

@@ -1,0 +1,15 @@
+"""s3xfer: fast, memory-bounded transfers to and from S3-compatible storage.
+
+>>> import s3xfer
+>>> with s3xfer.Client() as s3:          # endpoint and keys from the AWS environment
+...     s3.put_object("bucket", "key", b"hello")
+"""
+
+from . import _core
+from .client import Client
+from .errors import *  # noqa: F401,F403
+from .errors import __all__ as _errors_all
+
+__version__ = _core.py_version()
+
+__all__ = ["Client", "__version__"] + list(_errors_all)

@@ -1,0 +1,236 @@
+"""The s3xfer Client."""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import _core
+from .errors import InvalidConfigError
+
+BytesLike = Union[bytes, bytearray, memoryview]
+
+_ADDRESSING = {"auto": _core.S3X_ADDRESSING_AUTO, "path": _core.S3X_ADDRESSING_PATH,
+               "virtual": _core.S3X_ADDRESSING_VIRTUAL}
+
+_STRING_OPTS = {
+    "endpoint_url": _core.S3X_CLIENT_ENDPOINT_URL,
+    "region": _core.S3X_CLIENT_REGION,
+    "access_key": _core.S3X_CLIENT_ACCESS_KEY,
+    "secret_key": _core.S3X_CLIENT_SECRET_KEY,
+    "session_token": _core.S3X_CLIENT_SESSION_TOKEN,
+    "profile": _core.S3X_CLIENT_PROFILE,
+    "ca_bundle": _core.S3X_CLIENT_CA_BUNDLE,
+}
+
+
+class Client:
+    """A connection to an S3-compatible endpoint.
+
+    Every argument is optional; unset ones come from the standard AWS
+    environment (``AWS_ENDPOINT_URL``, ``AWS_REGION``/``AWS_DEFAULT_REGION``,
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``,
+    ``AWS_PROFILE`` and the shared credentials/config files, ``AWS_CA_BUNDLE``).
+
+    Args:
+        endpoint_url: ``http://host:port`` or ``https://host``.
+        region: signing region (default ``us-east-1``).
+        access_key, secret_key, session_token: explicit credentials.
+        profile: a profile of the shared credentials file.
+        addressing_style: ``"auto"`` (path-style for IP/localhost endpoints),
+            ``"path"`` or ``"virtual"``.
+        verify: ``True`` (system CAs), ``False`` (no TLS verification) or the
+            path of a CA bundle.
+
+    A Client may be shared by threads: each call borrows a native handle of its
+    own (created on demand and kept for reuse), so calls from different threads
+    run in parallel. Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, endpoint_url: Optional[str] = None, region: Optional[str] = None,
+                 access_key: Optional[str] = None, secret_key: Optional[str] = None,
+                 session_token: Optional[str] = None, profile: Optional[str] = None,
+                 addressing_style: str = "auto", verify: Union[bool, str] = True):
+        if addressing_style not in _ADDRESSING:
+            raise InvalidConfigError(
+                f"addressing_style must be one of {sorted(_ADDRESSING)}, got {addressing_style!r}",
+                errno=-1)
+        ca_bundle = None
+        if isinstance(verify, (str, os.PathLike)):
+            ca_bundle = os.fspath(verify)
+            verify = True
+        elif not isinstance(verify, bool):
+            raise InvalidConfigError("verify must be True, False or a CA bundle path", errno=-1)
+        self._strings = {"endpoint_url": endpoint_url, "region": region, "access_key": access_key,
+                         "secret_key": secret_key, "session_token": session_token,
+                         "profile": profile, "ca_bundle": ca_bundle}
+        self._params = {_core.S3X_PARAM_ADDRESSING_STYLE: _ADDRESSING[addressing_style],
+                        _core.S3X_PARAM_VERIFY_TLS: 1 if verify else 0}
+        self._lock = threading.Lock()
+        self._idle: List[Any] = []
+        self._closed = False
+        # Resolve once now so configuration errors surface at construction.
+        handle = self._new_handle()
+        self.endpoint_url, self.region = _core.py_client_resolve(handle)
+        self._idle.append(handle)
+
+    # -- handles ----------------------------------------------------------
+    def _new_handle(self):
+        h = _core.py_client_new()
+        try:
+            for name, value in self._strings.items():
+                if value is not None:
+                    _core.py_client_set_string(h, _STRING_OPTS[name], value)
+            for pid, value in self._params.items():
+                _core.py_client_set(h, pid, value)
+        except BaseException:
+            _core.py_client_free(h)
+            raise
+        return h
+
+    @contextmanager
+    def _handle(self) -> Iterator[Any]:
+        with self._lock:
+            if self._closed:
+                raise InvalidConfigError("the client is closed", errno=-1)
+            h = self._idle.pop() if self._idle else None
+        if h is None:
+            h = self._new_handle()
+        try:
+            yield h
+        finally:
+            with self._lock:
+                if self._closed:
+                    _core.py_client_free(h)
+                else:
+                    self._idle.append(h)
+
+    def close(self) -> None:
+        """Closes every connection. The client cannot be used afterwards."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for h in idle:
+            _core.py_client_free(h)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"s3xfer.Client(endpoint_url={self.endpoint_url!r}, region={self.region!r})"
+
+    # -- buckets -----------------------------------------------------------
+    def create_bucket(self, bucket: str) -> None:
+        """Creates a bucket (with a LocationConstraint outside us-east-1)."""
+        with self._handle() as h:
+            _core.py_create_bucket(h, bucket)
+
+    def delete_bucket(self, bucket: str) -> None:
+        """Deletes an empty bucket."""
+        with self._handle() as h:
+            _core.py_delete_bucket(h, bucket)
+
+    def head_bucket(self, bucket: str) -> None:
+        """Raises NoSuchBucket (or another ClientError) unless the bucket is reachable."""
+        with self._handle() as h:
+            _core.py_head_bucket(h, bucket)
+
+    # -- objects -------------------------------------------------------------
+    def put_object(self, bucket: str, key: str, body: BytesLike = b"",
+                   content_type: Optional[str] = None) -> str:
+        """Uploads ``body`` in one PutObject request and returns the ETag."""
+        if isinstance(body, str):
+            raise TypeError("body must be bytes-like, not str")
+        with self._handle() as h:
+            return _core.py_put_object(h, bucket, key, body, content_type)
+
+    def get_object(self, bucket: str, key: str, range: Optional[Tuple[int, Optional[int]]] = None
+                   ) -> Tuple[bytes, Dict[str, Any]]:
+        """Downloads an object (or the inclusive byte ``range`` (start, end)).
+
+        Returns ``(data, info)`` where info has ``size`` (of the whole object),
+        ``etag``, ``last_modified``, ``content_type``, ``version_id``.
+        """
+        start, end = -1, -1
+        if range is not None:
+            start, end = range[0], (-1 if range[1] is None else range[1])
+        with self._handle() as h:
+            return _core.py_get_object(h, bucket, key, start, end)
+
+    def head_object(self, bucket: str, key: str) -> Dict[str, Any]:
+        """Returns the object's ``size``, ``etag``, ``last_modified``, ``content_type``."""
+        with self._handle() as h:
+            return _core.py_head_object(h, bucket, key)
+
+    def delete_object(self, bucket: str, key: str) -> None:
+        """Deletes an object (no error if it does not exist, as in S3)."""
+        with self._handle() as h:
+            _core.py_delete_object(h, bucket, key)
+
+    def list_objects_page(self, bucket: str, prefix: str = "", delimiter: str = "",
+                          continuation_token: Optional[str] = None, max_keys: int = 0) -> Dict[str, Any]:
+        """One ListObjectsV2 page: ``objects``, ``prefixes``, ``is_truncated``, ``next_token``."""
+        with self._handle() as h:
+            return _core.py_list_objects(h, bucket, prefix or None, delimiter or None,
+                                         continuation_token, max_keys)
+
+    def list_objects(self, bucket: str, prefix: str = "", delimiter: str = "",
+                     max_keys: int = 0) -> List[Dict[str, Any]]:
+        """Every object under ``prefix`` (following continuation tokens).
+
+        Each entry has ``key``, ``size``, ``etag``, ``last_modified``. With a
+        delimiter, common prefixes are returned as entries with only ``prefix``.
+        """
+        out: List[Dict[str, Any]] = []
+        token = None
+        while True:
+            page = self.list_objects_page(bucket, prefix, delimiter, token, max_keys)
+            out.extend(page["objects"])
+            out.extend({"prefix": p} for p in page["prefixes"])
+            token = page["next_token"]
+            if not page["is_truncated"] or not token:
+                return out
+
+    # -- multipart primitives ---------------------------------------------------
+    def create_multipart_upload(self, bucket: str, key: str, content_type: Optional[str] = None) -> str:
+        """Starts a multipart upload and returns its upload id."""
+        with self._handle() as h:
+            return _core.py_create_multipart_upload(h, bucket, key, content_type)
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
+                    body: BytesLike) -> str:
+        """Uploads one part and returns its ETag."""
+        with self._handle() as h:
+            return _core.py_upload_part(h, bucket, key, upload_id, part_number, body)
+
+    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
+                                  parts: Sequence[Tuple[int, str]]) -> str:
+        """Completes an upload from ``(part_number, etag)`` pairs; returns the object's ETag."""
+        with self._handle() as h:
+            return _core.py_complete_multipart_upload(h, bucket, key, upload_id, list(parts))
+
+    def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        """Aborts a multipart upload and frees its parts."""
+        with self._handle() as h:
+            _core.py_abort_multipart_upload(h, bucket, key, upload_id)
+
+    def list_parts(self, bucket: str, key: str, upload_id: str) -> List[Dict[str, Any]]:
+        """Every uploaded part: ``part_number``, ``size``, ``etag``."""
+        with self._handle() as h:
+            return _core.py_list_parts(h, bucket, key, upload_id)
+
+    def list_multipart_uploads(self, bucket: str, prefix: str = "") -> List[Dict[str, Any]]:
+        """Every multipart upload in progress: ``key``, ``upload_id``, ``initiated``."""
+        with self._handle() as h:
+            return _core.py_list_multipart_uploads(h, bucket, prefix or None)

@@ -1,0 +1,116 @@
+"""The s3xfer command-line tool: cp both ways (files and stdin/stdout), ls,
+mb, rb, rm, --help, and one-line errors with non-zero exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+
+def run(cli, *args, input=None, env=None, check=True):
+    p = subprocess.run([cli, *args], input=input, capture_output=True, env=env, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args} exited {p.returncode}: {p.stderr.decode()}")
+    return p
+
+
+def test_help(cli):
+    p = run(cli, "--help")
+    out = p.stdout.decode()
+    for word in ("cp", "ls", "mb", "rm", "--endpoint-url"):
+        assert word in out
+
+
+def test_cp_file_roundtrip(cli, s3env, boto, bucket, tmp_path):
+    src = tmp_path / "src.bin"
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    src.write_bytes(data)
+    p = run(cli, "cp", str(src), f"s3://{bucket}/dir/file name.bin")
+    assert b"upload:" in p.stdout
+    assert boto.get_object(Bucket=bucket, Key="dir/file name.bin")["Body"].read() == data
+    dst = tmp_path / "dst.bin"
+    run(cli, "cp", f"s3://{bucket}/dir/file name.bin", str(dst))
+    assert dst.read_bytes() == data
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_cp_stdin_and_stdout(cli, boto, bucket):
+    data = os.urandom(200_000)
+    run(cli, "cp", "-", f"s3://{bucket}/piped", input=data)
+    assert boto.get_object(Bucket=bucket, Key="piped")["Body"].read() == data
+    p = run(cli, "cp", f"s3://{bucket}/piped", "-")
+    assert p.stdout == data
+
+
+def test_ls_mb_rb_rm(cli, boto):
+    name = "s3xfer-cli-" + os.urandom(4).hex()
+    run(cli, "mb", f"s3://{name}")
+    boto.put_object(Bucket=name, Key="a/1", Body=b"1")
+    boto.put_object(Bucket=name, Key="b", Body=b"22")
+    out = run(cli, "ls", f"s3://{name}").stdout.decode()
+    assert "PRE a/" in out and " b\n" in out
+    out = run(cli, "ls", f"s3://{name}/a/").stdout.decode()
+    assert "a/1" in out
+    run(cli, "rm", f"s3://{name}/a/1")
+    run(cli, "rm", f"s3://{name}/b")
+    run(cli, "rb", f"s3://{name}")
+    assert name not in [b["Name"] for b in boto.list_buckets()["Buckets"]]
+
+
+def test_endpoint_flag(cli, s3env, bucket, tmp_path):
+    env = dict(os.environ)
+    env.pop("AWS_ENDPOINT_URL", None)
+    src = tmp_path / "f"
+    src.write_bytes(b"flag")
+    run(cli, "--endpoint-url", s3env["endpoint_url"], "cp", str(src), f"s3://{bucket}/f", env=env)
+    p = run(cli, "--endpoint-url", s3env["endpoint_url"], "cp", f"s3://{bucket}/f", "-", env=env)
+    assert p.stdout == b"flag"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("cp", "/nonexistent/file", "s3://b/k"), "cannot open /nonexistent/file"),
+    (("cp", "a", "b"), "s3://"),
+    (("frobnicate",), "unknown command"),
+    (("cp", "s3://b"), "SRC and DST"),
+])
+def test_usage_errors(cli, args, needle):
+    p = run(cli, *args, check=False)
+    assert p.returncode != 0
+    err = p.stderr.decode()
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_key_download_leaves_nothing(cli, bucket, tmp_path):
+    dst = tmp_path / "out.bin"
+    p = run(cli, "cp", f"s3://{bucket}/missing", str(dst), check=False)
+    assert p.returncode == 1
+    assert "NoSuchKey" in p.stderr.decode()
+    assert not dst.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_directory_source_is_an_error(cli, bucket, tmp_path):
+    p = run(cli, "cp", str(tmp_path), f"s3://{bucket}/x", check=False)
+    assert p.returncode != 0 and "directory" in p.stderr.decode()
+
+
+def test_wrong_secret(cli, s3env, bucket, tmp_path):
+    env = dict(os.environ, AWS_SECRET_ACCESS_KEY="not-the-secret")
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    p = run(cli, "--endpoint-url", s3env["endpoint_url"], "cp", str(f), f"s3://{bucket}/x", env=env, check=False)
+    assert p.returncode == 1
+    assert "SignatureDoesNotMatch" in p.stderr.decode()
+    assert "not-the-secret" not in p.stderr.decode()
+
+
+def test_unreachable_endpoint(cli, tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b")
+    p = run(cli, "--endpoint-url", "http://127.0.0.1:9", "cp", str(f), "s3://b/x", env=env, check=False)
+    assert p.returncode == 1
+    assert "http://127.0.0.1:9" in p.stderr.decode()
