@@ -257,3 +257,235 @@ PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const cha
     s3x_upload_list_free(l);
     return out;
 }
+
+/* ---- managers ------------------------------------------------------------ */
+
+typedef struct py_cb {
+    PyObject *progress;  /* borrowed */
+    PyObject *stream;    /* borrowed: fileobj */
+    PyObject *error;     /* exception raised by a callback (type, value, tb) */
+    PyObject *etype, *etb;
+    int64_t last_done;
+} py_cb;
+
+static void keep_exception(py_cb *cb) {
+    if (cb->error) {
+        PyErr_Clear();
+        return;
+    }
+    PyErr_Fetch(&cb->etype, &cb->error, &cb->etb);
+    PyErr_NormalizeException(&cb->etype, &cb->error, &cb->etb);
+    if (!cb->error) {
+        cb->error = Py_None;
+        Py_INCREF(Py_None);
+    }
+}
+
+static int progress_tramp(int64_t done, int64_t total, void *payload) {
+    py_cb *cb = payload;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = 0;
+    if (PyErr_CheckSignals() != 0) {
+        keep_exception(cb);
+        stop = 1;
+    } else if (cb->progress && cb->progress != Py_None) {
+        PyObject *r = PyObject_CallFunction(cb->progress, "LL", (long long)done, (long long)total);
+        if (!r) {
+            keep_exception(cb);
+            stop = 1;
+        } else {
+            Py_DECREF(r);
+        }
+    }
+    PyGILState_Release(g);
+    return stop;
+}
+
+static int64_t readinto_tramp(void *buf, size_t cap, void *payload) {
+    py_cb *cb = payload;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int64_t n = -1;
+    PyObject *mv = PyMemoryView_FromMemory(buf, (Py_ssize_t)cap, PyBUF_WRITE);
+    if (mv) {
+        PyObject *r = PyObject_CallMethod(cb->stream, "readinto", "O", mv);
+        if (r) {
+            n = r == Py_None ? 0 : PyLong_AsLongLong(r);
+            if (n < 0 || (size_t)n > cap) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "readinto() returned an invalid byte count");
+                n = -1;
+            }
+            Py_DECREF(r);
+        }
+        /* The memory is C's: make sure Python keeps no view of it. */
+        PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
+        Py_XDECREF(rel);
+        Py_DECREF(mv);
+    }
+    if (n < 0) keep_exception(cb);
+    PyGILState_Release(g);
+    return n;
+}
+
+static int write_tramp(const void *data, size_t len, void *payload) {
+    py_cb *cb = payload;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = 0;
+    size_t off = 0;
+    while (off < len) {
+        PyObject *mv = PyMemoryView_FromMemory((char *)data + off, (Py_ssize_t)(len - off), PyBUF_READ);
+        PyObject *r = mv ? PyObject_CallMethod(cb->stream, "write", "O", mv) : NULL;
+        if (mv) {
+            PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
+            Py_XDECREF(rel);
+            Py_DECREF(mv);
+        }
+        if (!r) {
+            keep_exception(cb);
+            stop = 1;
+            break;
+        }
+        long long w = r == Py_None ? (long long)(len - off) : PyLong_AsLongLong(r);
+        Py_DECREF(r);
+        if (w <= 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_OSError, "write() wrote nothing");
+            keep_exception(cb);
+            stop = 1;
+            break;
+        }
+        off += (size_t)w;
+    }
+    PyGILState_Release(g);
+    return stop;
+}
+
+static PyObject *result_dict(const s3x_result *r) {
+    return Py_BuildValue(
+        "{s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:s,s:s}", "bytes", (long long)r->bytes,
+        "parts", (long long)r->parts, "seconds", r->seconds, "requests", (long long)r->requests, "retries",
+        (long long)r->retries, "retries_http", (long long)r->retries_http, "retries_network",
+        (long long)r->retries_network, "retries_timeout", (long long)r->retries_timeout, "retries_first_byte",
+        (long long)r->retries_first_byte, "slow_part_timeout_ms", (long long)r->slow_part_timeout_ms, "part_size",
+        (long long)r->part_size, "concurrency", (long long)r->concurrency, "pool_allocations",
+        (long long)r->pool_allocations, "pool_bytes_allocated", (long long)r->pool_bytes_allocated,
+        "peak_buffer_bytes", (long long)r->peak_buffer_bytes, "buffer_waits", (long long)r->buffer_waits,
+        "multipart", r->multipart ? Py_True : Py_False, "etag", r->etag, "upload_id", r->upload_id);
+}
+
+typedef int (*knob_setter)(void *h, s3x_param p, int64_t v);
+
+static int apply_knobs(void *h, knob_setter set, PyObject *knobs) {
+    if (!knobs || knobs == Py_None) return 0;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(knobs, &pos, &k, &v)) {
+        long pid = PyLong_AsLong(k);
+        long long val = PyLong_AsLongLong(v);
+        if (PyErr_Occurred()) return -1;
+        if (set(h, (s3x_param)pid, (int64_t)val) != 0) {
+            py_raise_last();
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int up_set(void *h, s3x_param p, int64_t v) { return s3x_upload_set(h, p, v); }
+static int down_set(void *h, s3x_param p, int64_t v) { return s3x_download_set(h, p, v); }
+
+/* After the C call: re-raise a callback's exception, else the C error. */
+static PyObject *finish_call(int rc, py_cb *cb, const s3x_result *res) {
+    if (cb->error) {
+        if (cb->error == Py_None) {
+            Py_DECREF(Py_None);
+            PyErr_SetString(PyExc_RuntimeError, "a callback failed");
+        } else {
+            PyErr_Restore(cb->etype, cb->error, cb->etb);
+        }
+        cb->error = cb->etype = cb->etb = NULL;
+        return NULL;
+    }
+    if (rc) return py_raise_last();
+    return result_dict(res);
+}
+
+PyObject *py_upload(s3x_client *c, const char *bucket, const char *key, PyObject *source, PyObject *knobs,
+                    PyObject *progress) {
+    s3x_upload *u = NULL;
+    if (s3x_upload_new(&u, c)) return py_raise_last();
+    if (apply_knobs(u, up_set, knobs)) {
+        s3x_upload_free(u);
+        return NULL;
+    }
+    py_cb cb;
+    memset(&cb, 0, sizeof cb);
+    cb.progress = progress;
+    s3x_upload_set_progress(u, progress_tramp, &cb);
+    s3x_result res;
+    memset(&res, 0, sizeof res);
+    int rc;
+    if (PyUnicode_Check(source)) {
+        const char *path = PyUnicode_AsUTF8(source);
+        if (!path) {
+            s3x_upload_free(u);
+            return NULL;
+        }
+        Py_BEGIN_ALLOW_THREADS rc = s3x_upload_file(u, bucket, key, path, &res);
+        Py_END_ALLOW_THREADS
+    } else if (PyObject_CheckBuffer(source)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE) != 0) {
+            s3x_upload_free(u);
+            return NULL;
+        }
+        Py_BEGIN_ALLOW_THREADS rc = s3x_upload_memory(u, bucket, key, view.buf, (size_t)view.len, &res);
+        Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    } else {
+        cb.stream = source;
+        Py_BEGIN_ALLOW_THREADS rc = s3x_upload_stream(u, bucket, key, readinto_tramp, &res, &cb);
+        Py_END_ALLOW_THREADS
+    }
+    s3x_upload_free(u);
+    return finish_call(rc, &cb, &res);
+}
+
+PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObject *dest, PyObject *knobs,
+                      PyObject *progress) {
+    s3x_download *d = NULL;
+    if (s3x_download_new(&d, c)) return py_raise_last();
+    if (apply_knobs(d, down_set, knobs)) {
+        s3x_download_free(d);
+        return NULL;
+    }
+    py_cb cb;
+    memset(&cb, 0, sizeof cb);
+    cb.progress = progress;
+    s3x_download_set_progress(d, progress_tramp, &cb);
+    s3x_result res;
+    memset(&res, 0, sizeof res);
+    int rc;
+    if (PyUnicode_Check(dest)) {
+        const char *path = PyUnicode_AsUTF8(dest);
+        if (!path) {
+            s3x_download_free(d);
+            return NULL;
+        }
+        Py_BEGIN_ALLOW_THREADS rc = s3x_download_file(d, bucket, key, path, &res);
+        Py_END_ALLOW_THREADS
+    } else if (PyObject_CheckBuffer(dest) && !PyObject_HasAttrString(dest, "write")) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(dest, &view, PyBUF_WRITABLE) != 0) {
+            s3x_download_free(d);
+            return NULL;
+        }
+        size_t len = 0;
+        Py_BEGIN_ALLOW_THREADS rc = s3x_download_memory(d, bucket, key, view.buf, (size_t)view.len, &len, &res);
+        Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    } else {
+        cb.stream = dest;
+        Py_BEGIN_ALLOW_THREADS rc = s3x_download_stream(d, bucket, key, write_tramp, &res, &cb);
+        Py_END_ALLOW_THREADS
+    }
+    s3x_download_free(d);
+    return finish_call(rc, &cb, &res);
+}

@@ -42,3 +42,12 @@ PyObject *py_list_parts(s3x_client *c, const char *bucket, const char *key, cons
 PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const char *prefix);
 
 #endif
+
+/* Managers. knobs: dict {param id: int}. progress: callable(done, total) or None.
+ * Upload source: str path, a bytes-like object, or an object with readinto(). */
+PyObject *py_upload(s3x_client *c, const char *bucket, const char *key, PyObject *source, PyObject *knobs,
+                    PyObject *progress);
+/* Download destination: str path, a writable bytes-like (bytearray/memoryview),
+ * or an object with write(). */
+PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObject *dest, PyObject *knobs,
+                      PyObject *progress);

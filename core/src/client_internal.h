@@ -68,6 +68,8 @@ struct s3x_http_req {
     long status;
     s3x_buf resp_body;
     char *etag, *request_id, *content_range, *content_type, *last_modified, *version_id;
+    int checksum_kind;         /* s3x_checksum of an x-amz-checksum-* response header, or 0 */
+    char *checksum_value;      /* its value (base64; "...-N" for composite checksums) */
     int64_t content_length;    /* -1 when absent */
     int64_t bytes_in;          /* response body bytes received */
     int64_t bytes_out;         /* request body bytes handed to curl */

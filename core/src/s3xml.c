@@ -33,10 +33,8 @@ typedef xmlErrorPtr s3x_xml_errp;
 /* ---- parsing core ---- */
 
 typedef struct parse_state {
-    xmlParserCtxtPtr ctxt;
     int have_error;
     int code, line;
-    int at_end;      /* the first error was raised with all input consumed */
     int dtd;         /* a DOCTYPE was seen */
     char msg[240];
 } parse_state;
@@ -61,12 +59,6 @@ static void record_error(s3x_xml_errp err) {
     if (n >= sizeof st->msg) n = sizeof st->msg - 1;
     memcpy(st->msg, m, n);
     st->msg[n] = '\0';
-    xmlParserCtxtPtr c = st->ctxt;
-    if (c && c->input && c->input->cur && c->input->end) {
-        const xmlChar *p = c->input->cur;
-        while (p < c->input->end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
-        st->at_end = p >= c->input->end;
-    }
 }
 
 static void ctxt_error_handler(void *user, s3x_xml_errp err) {
@@ -92,6 +84,61 @@ static void on_internal_subset(void *user, const xmlChar *name, const xmlChar *e
     (void)sys_id;
     if (tl_state) tl_state->dtd = 1;
     xmlStopParser((xmlParserCtxtPtr)user);
+}
+
+#define PARSE_OPTIONS \
+    (XML_PARSE_NONET | XML_PARSE_NOBLANKS | XML_PARSE_NOCDATA | XML_PARSE_NOERROR | XML_PARSE_NOWARNING)
+
+/* While libxml2 runs: errors recorded into a parse_state, and the calling
+ * thread's global handlers silenced (restored by quiet_end). */
+typedef struct quiet_scope {
+    parse_state *prev_state;
+    xmlStructuredErrorFunc serror;
+    void *sctx;
+    xmlGenericErrorFunc generic;
+    void *gctx;
+} quiet_scope;
+
+static void quiet_begin(quiet_scope *q, parse_state *st) {
+    q->prev_state = tl_state;
+    tl_state = st;
+    q->serror = xmlStructuredError;
+    q->sctx = xmlStructuredErrorContext;
+    q->generic = xmlGenericError;
+    q->gctx = xmlGenericErrorContext;
+    xmlSetStructuredErrorFunc(NULL, global_error_handler);
+    xmlSetGenericErrorFunc(NULL, quiet_generic_handler);
+}
+
+static void quiet_end(quiet_scope *q) {
+    xmlSetStructuredErrorFunc(q->sctx, q->serror);
+    xmlSetGenericErrorFunc(q->gctx, q->generic);
+    tl_state = q->prev_state;
+}
+
+/* Called after a failed parse, to tell "cut short" from "broken": the push
+ * parser is fed every byte without being told the input has ended. If it
+ * finds no error, the bytes are a prefix of a document that might have been
+ * well-formed, so the body was truncated. */
+static int looks_truncated(const char *xml, size_t len) {
+    if (!memchr(xml, '<', len)) return 0; /* not even the start of markup */
+    xmlParserCtxtPtr c = xmlCreatePushParserCtxt(NULL, NULL, NULL, 0, NULL);
+    if (!c) return 0;
+    c->sax->serror = ctxt_error_handler;
+    c->sax->internalSubset = on_internal_subset;
+    c->sax->externalSubset = NULL;
+    xmlCtxtUseOptions(c, PARSE_OPTIONS);
+    parse_state st;
+    memset(&st, 0, sizeof st);
+    quiet_scope q;
+    quiet_begin(&q, &st);
+    int rc = xmlParseChunk(c, xml, (int)len, 0);
+    quiet_end(&q);
+    int truncated = rc == 0 && !st.have_error && !st.dtd;
+    if (c->myDoc) xmlFreeDoc(c->myDoc);
+    c->myDoc = NULL;
+    xmlFreeParserCtxt(c);
+    return truncated;
 }
 
 /* 1 if the document's first significant byte could not start XML at all. */
@@ -121,24 +168,11 @@ static int parse_doc(const char *xml, size_t len, const char *what, int quiet, x
 
     parse_state st;
     memset(&st, 0, sizeof st);
-    st.ctxt = ctxt;
-    parse_state *prev_state = tl_state;
-    tl_state = &st;
-
-    xmlStructuredErrorFunc old_serror = xmlStructuredError;
-    void *old_sctx = xmlStructuredErrorContext;
-    xmlGenericErrorFunc old_generic = xmlGenericError;
-    void *old_gctx = xmlGenericErrorContext;
-    xmlSetStructuredErrorFunc(NULL, global_error_handler);
-    xmlSetGenericErrorFunc(NULL, quiet_generic_handler);
-
-    int opts = XML_PARSE_NONET | XML_PARSE_NOBLANKS | XML_PARSE_NOCDATA | XML_PARSE_NOERROR | XML_PARSE_NOWARNING;
-    xmlDocPtr d = xmlCtxtReadMemory(ctxt, xml, (int)len, NULL, NULL, opts);
+    quiet_scope q;
+    quiet_begin(&q, &st);
+    xmlDocPtr d = xmlCtxtReadMemory(ctxt, xml, (int)len, NULL, NULL, PARSE_OPTIONS);
     int well_formed = ctxt->wellFormed;
-
-    xmlSetStructuredErrorFunc(old_sctx, old_serror);
-    xmlSetGenericErrorFunc(old_gctx, old_generic);
-    tl_state = prev_state;
+    quiet_end(&q);
     xmlFreeParserCtxt(ctxt);
 
     int rc = 0;
@@ -150,7 +184,7 @@ static int parse_doc(const char *xml, size_t len, const char *what, int quiet, x
         } else if (st.have_error && st.code == XML_ERR_NO_MEMORY) {
             rc = s3x_seterr(S3X_ENOMEM, "out of memory parsing XML in %s response", what);
         } else if (st.have_error) {
-            int truncated = st.at_end || st.code == XML_ERR_TAG_NOT_FINISHED || st.code == XML_ERR_DOCUMENT_EMPTY;
+            int truncated = looks_truncated(xml, len);
             rc = s3x_seterr(S3X_EXML, "%s XML in %s response: %s, line %d",
                             truncated ? "truncated" : "malformed", what, st.msg, st.line);
         } else {

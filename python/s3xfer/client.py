@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _core
+from .config import TransferConfig
 from .errors import InvalidConfigError
+from .result import TransferResult
+
+ProgressFn = Callable[[int], Any]
 
 BytesLike = Union[bytes, bytearray, memoryview]
 
@@ -234,3 +238,105 @@ class Client:
         """Every multipart upload in progress: ``key``, ``upload_id``, ``initiated``."""
         with self._handle() as h:
             return _core.py_list_multipart_uploads(h, bucket, prefix or None)
+
+    # -- managed transfers ------------------------------------------------------
+    @staticmethod
+    def _progress(progress: Optional[ProgressFn]):
+        """Adapts boto3's Callback contract (bytes since the last call) to C's (done, total)."""
+        if progress is None:
+            return None
+        last = [0]
+
+        def cb(done: int, total: int) -> None:
+            delta = done - last[0]
+            last[0] = done
+            if delta:
+                progress(delta)
+        return cb
+
+    def _upload(self, source, bucket: str, key: str, config: Optional[TransferConfig],
+                progress: Optional[ProgressFn]) -> TransferResult:
+        knobs = (config or TransferConfig()).knobs("upload")
+        with self._handle() as h:
+            return TransferResult._from_c(_core.py_upload(h, bucket, key, source, knobs, self._progress(progress)))
+
+    def upload_file(self, filename: Union[str, os.PathLike], bucket: str, key: str,
+                    config: Optional[TransferConfig] = None,
+                    progress: Optional[ProgressFn] = None) -> TransferResult:
+        """Uploads a file with the upload manager (multipart above the threshold).
+
+        ``progress`` is called with the number of bytes done since its last
+        call (boto3's Callback contract; ``tqdm.update`` works as is). If it
+        raises, the transfer is cancelled, the multipart upload aborted, and
+        the exception re-raised here. A file that changes during the upload
+        fails it with SourceChangedError.
+        """
+        return self._upload(os.fspath(filename), bucket, key, config, progress)
+
+    def upload_fileobj(self, fileobj, bucket: str, key: str, config: Optional[TransferConfig] = None,
+                       progress: Optional[ProgressFn] = None) -> TransferResult:
+        """Uploads everything read from a binary file object (``readinto`` or ``read``).
+
+        The object is read sequentially until EOF (its length need not be
+        known; pipes work); parts are buffered. Bytes-like objects are sent
+        from memory without copying.
+        """
+        if isinstance(fileobj, (bytes, bytearray, memoryview)):
+            return self._upload(fileobj, bucket, key, config, progress)
+        if not hasattr(fileobj, "readinto"):
+            if not hasattr(fileobj, "read"):
+                raise TypeError("fileobj must have readinto() or read()")
+            fileobj = _ReadIntoAdapter(fileobj)
+        return self._upload(fileobj, bucket, key, config, progress)
+
+    def upload_bytes(self, data: BytesLike, bucket: str, key: str, config: Optional[TransferConfig] = None,
+                     progress: Optional[ProgressFn] = None) -> TransferResult:
+        """Uploads a bytes-like object with the upload manager (no copy unless buffered)."""
+        return self._upload(data, bucket, key, config, progress)
+
+    def _download(self, dest, bucket: str, key: str, config: Optional[TransferConfig],
+                  progress: Optional[ProgressFn]) -> TransferResult:
+        knobs = (config or TransferConfig()).knobs("download")
+        with self._handle() as h:
+            return TransferResult._from_c(_core.py_download(h, bucket, key, dest, knobs, self._progress(progress)))
+
+    def download_file(self, bucket: str, key: str, filename: Union[str, os.PathLike],
+                      config: Optional[TransferConfig] = None,
+                      progress: Optional[ProgressFn] = None) -> TransferResult:
+        """Downloads an object into a file with parallel ranged GETs.
+
+        Bytes go to a temporary file beside ``filename`` that is renamed onto
+        it only when complete; on failure it is removed and an existing file
+        is left untouched.
+        """
+        return self._download(os.fspath(filename), bucket, key, config, progress)
+
+    def download_fileobj(self, bucket: str, key: str, fileobj, config: Optional[TransferConfig] = None,
+                         progress: Optional[ProgressFn] = None) -> TransferResult:
+        """Downloads an object in order into a writable binary file object
+        (which may be non-seekable: a pipe, ``sys.stdout.buffer``). Memory for
+        reordering ranges is bounded by ``memory_limit`` (or concurrency+1 ranges)."""
+        if not hasattr(fileobj, "write"):
+            raise TypeError("fileobj must have write()")
+        return self._download(fileobj, bucket, key, config, progress)
+
+    def download_into(self, bucket: str, key: str, buffer, config: Optional[TransferConfig] = None,
+                      progress: Optional[ProgressFn] = None) -> TransferResult:
+        """Downloads an object into a writable buffer (bytearray, memoryview);
+        ``result.bytes`` tells how much of it was filled."""
+        return self._download(memoryview(buffer).cast("B"), bucket, key, config, progress)
+
+
+class _ReadIntoAdapter:
+    """Gives a read()-only file object the readinto() the C reader calls."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def readinto(self, b) -> int:
+        data = self._f.read(len(b))
+        if not data:
+            return 0
+        n = len(data)
+        b[:n] = data
+        return n

@@ -322,6 +322,9 @@ class _SpliceProtocol(asyncio.Protocol):
             self.orig.data_received(data)
             return
         sink = self.sink
+        if sink.discard:  # the slow path takes over and drops the rest
+            self._finish(None, data)
+            return
         take = min(len(data), self.remaining)
         exc = None
         if sink.cut is not None and take >= sink.cut - sink.sent:
@@ -811,8 +814,6 @@ class FaultProxy:
                     "faults": {d.names[f]: dict(v) for f, v in d.faults.items()},
                 }
             )
-        if d.faults:
-            log.debug("request %d %s %s -> %s", d.seq, req.kind, path, d.names)
         return d
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
@@ -948,10 +949,21 @@ class _Connection:
                 await self._send_simple(400, "Bad Request")
                 return
             d = self.proxy._decide(req, self.id)
-            if "error" in d.faults:
-                keep = await self._serve_error(req, d)
-            else:
-                keep = await self._forward(req, d)
+            t0 = time.monotonic()
+            outcome = "aborted"
+            try:
+                if "error" in d.faults:
+                    keep = await self._serve_error(req, d)
+                else:
+                    keep = await self._forward(req, d)
+                outcome = "keep-alive" if keep else "closed"
+            finally:
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "conn %d request %d %s %s: %s in %.3fs, faults %s",
+                        self.id, d.seq, req.method, req.kind, outcome,
+                        time.monotonic() - t0, sorted(d.names.values()),
+                    )
             if not keep or self.dropped:
                 return
 
@@ -1068,6 +1080,8 @@ class _Connection:
 
         upstream_ok = not (resp.close or resp.until_close)
         client_ok = not (req.close or resp.close or resp.until_close)
+        if pump is not None and pump_sink.discard:
+            self.close_upstream()  # also frees a pump blocked on upstream backpressure
         if pump is not None:
             if not pump.done() and client_ok:
                 await asyncio.wait({pump}, timeout=p.linger)
@@ -1094,10 +1108,14 @@ class _Connection:
     async def _final_response_head(self, req: _Request) -> _Response:
         """Read response heads, relaying interim 1xx (100 Continue) to the client."""
         p = self.proxy
+        ur = self.ur
         while True:
-            raw = await _read_head(self.ur)
+            raw = await _read_head(ur)
             if raw is None:
+                if self.ur is not ur:  # we closed it ourselves (a fault fired)
+                    raise _Abort()
                 p._count("upstream_errors")
+                log.debug("conn %d: upstream closed before a response", self.id)
                 raise ConnectionResetError("upstream closed before a response")
             p._count("bytes_from_upstream", len(raw))
             resp = _Response(raw, req.method)

@@ -27,7 +27,7 @@ typedef enum s3x_param {
 
     /* --- upload and download managers -------------------------------- */
     S3X_PARAM_PART_SIZE,            /* bytes; upload 5 MiB .. 5 GiB (default 8 MiB) */
-    S3X_PARAM_MULTIPART_THRESHOLD,  /* bytes; below it one PutObject / one GET (default 8 MiB) */
+    S3X_PARAM_MULTIPART_THRESHOLD,  /* bytes (upload); below it one PutObject (default 8 MiB) */
     S3X_PARAM_CONCURRENCY,          /* requests in flight, 1 .. 1024 (default 16) */
     S3X_PARAM_BUFFER_STRATEGY,      /* s3x_buffer_strategy (upload); default AUTO */
     S3X_PARAM_POOL,                 /* s3x_pool_kind; default BOUNDED */

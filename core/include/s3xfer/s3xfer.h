@@ -12,6 +12,7 @@
 #include "s3xfer/errors.h"
 #include "s3xfer/params.h"
 #include "s3xfer/client.h"
+#include "s3xfer/transfer.h"
 
 #ifdef __cplusplus
 extern "C" {

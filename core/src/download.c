@@ -1,0 +1,640 @@
+/* The download manager: ranged GETs in parallel on the client's multi loop.
+ * The first range also tells the object's size and ETag; every later range
+ * is pinned to that ETag with If-Match. Ranges go straight to their offsets
+ * (file: pwrite into a temporary file; memory: the caller's buffer) or, for
+ * in-order streams, into pool buffers that are delivered in order. */
+#include "checksum.h"
+#include "error.h"
+#include "params_internal.h"
+#include "xfer.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct s3x_download {
+    s3x_xfer x;
+};
+
+enum dst_kind { DST_FILE, DST_MEM, DST_STREAM };
+
+enum { RS_FREE, RS_INFLIGHT, RS_BACKOFF, RS_READY /* stream: filled, waiting to be delivered */ };
+
+typedef struct rslot {
+    int state;
+    int index;                /* range number, 0-based */
+    int64_t offset, size;     /* size is -1 for the first probe until known */
+    int64_t got;              /* bytes of this range received in this attempt */
+    char *buf;                /* DST_STREAM: pool buffer */
+    size_t buf_size;
+    int attempts;
+    double retry_at;
+    int fb_timeout;
+    int64_t fb_timeout_used;
+    int bad;                  /* a body longer than the range, or a write failed */
+    char range[64];
+    s3x_http_req req;
+    struct drun *run;
+} rslot;
+
+typedef struct drun {
+    s3x_xfer *x;
+    const char *bucket, *key;
+    int kind;
+    int fd;                   /* DST_FILE: the temporary file */
+    char *mem;                /* DST_MEM */
+    size_t mem_cap;
+    s3x_write_fn write_fn;    /* DST_STREAM */
+    void *write_payload;
+    int64_t part_size;
+    int64_t total;            /* object size, -1 until the first response */
+    char *etag;
+    int next_index;           /* next range to assign */
+    int nranges;
+    int next_deliver;         /* DST_STREAM: next range to hand over */
+    int64_t bytes_done;
+    rslot *slots;
+    int nslots;
+    int write_errno;
+    int whole_in_first;       /* the first response carried the whole object */
+    char *checksum_hdr_name;  /* from the first response (full object only) */
+    char *checksum_value;
+    s3x_hasher hasher;        /* over the whole object when it came in one response */
+    int hashing;
+} drun;
+
+/* ---- handle -------------------------------------------------------------------- */
+
+int s3x_download_new(s3x_download **out, s3x_client *client) {
+    if (!out) return s3x_seterr(S3X_EINVAL, "out is NULL");
+    *out = NULL;
+    s3x_download *d = calloc(1, sizeof *d);
+    if (!d) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    int rc = s3x_xfer_init(&d->x, client, S3X_SCOPE_DOWNLOAD);
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+void s3x_download_free(s3x_download *d) {
+    if (!d) return;
+    s3x_xfer_destroy(&d->x);
+    free(d);
+}
+
+int s3x_download_set(s3x_download *d, s3x_param p, int64_t v) {
+    if (!d) return s3x_seterr(S3X_EINVAL, "download manager is NULL");
+    return s3x_xfer_set(&d->x, p, v);
+}
+
+int s3x_download_get(const s3x_download *d, s3x_param p, int64_t *v) {
+    if (!d) return s3x_seterr(S3X_EINVAL, "download manager is NULL");
+    return s3x_xfer_get(&d->x, p, v);
+}
+
+void s3x_download_set_progress(s3x_download *d, s3x_progress_fn fn, void *payload) {
+    if (!d) return;
+    d->x.progress = fn;
+    d->x.progress_payload = payload;
+}
+
+void s3x_download_cancel(s3x_download *d) {
+    if (!d) return;
+    atomic_store(&d->x.cancel, 1);
+    s3x_http_wakeup(d->x.client);
+}
+
+/* ---- bodies --------------------------------------------------------------------- */
+
+static int on_body(const void *data, size_t len, void *payload) {
+    rslot *s = payload;
+    drun *R = s->run;
+    s3x_http_req *r = &s->req;
+    if (r->status != 200 && r->status != 206) return 0; /* error bodies are captured by http.c */
+    int64_t cap = s->size >= 0 ? s->size : INT64_MAX;
+    if (s->index == 0 && s->size < 0) {
+        /* The probe: its size becomes known from the headers. */
+        cap = R->part_size;
+        if (r->status == 200 && r->content_length >= 0) cap = r->content_length;
+        else if (r->content_length >= 0) cap = r->content_length;
+    }
+    if (s->got + (int64_t)len > cap) {
+        s->bad = 1;
+        return 1;
+    }
+    if (s->index == 0 && s->got == 0) {
+        /* A full-object checksum in the headers: hash what arrives (composite
+         * "-N" checksums of multipart objects cannot be checked from ranges). */
+        s3x_hasher_cleanup(&R->hasher);
+        R->hashing = 0;
+        if (R->x->params[S3X_PARAM_VALIDATE_CHECKSUM] && r->checksum_kind && r->checksum_value &&
+            !strchr(r->checksum_value, '-') && s3x_hasher_init(&R->hasher, r->checksum_kind) == 0) {
+            R->hashing = 1;
+            free(R->checksum_value);
+            R->checksum_value = strdup(r->checksum_value);
+            free(R->checksum_hdr_name);
+            R->checksum_hdr_name = strdup(s3x_checksum_header(r->checksum_kind));
+        }
+    }
+    int64_t off = s->offset + s->got;
+    switch (R->kind) {
+    case DST_FILE: {
+        const char *p = data;
+        size_t left = len;
+        while (left) {
+            ssize_t w = pwrite(R->fd, p, left, (off_t)off);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                R->write_errno = errno;
+                s->bad = 1;
+                return 1;
+            }
+            p += w;
+            left -= (size_t)w;
+            off += w;
+        }
+        break;
+    }
+    case DST_MEM:
+        if ((uint64_t)(off + (int64_t)len) > R->mem_cap) {
+            s->bad = 1;
+            return 1;
+        }
+        memcpy(R->mem + off, data, len);
+        break;
+    case DST_STREAM:
+        if (!s->buf || s->got + (int64_t)len > (int64_t)s->buf_size) {
+            s->bad = 1;
+            return 1;
+        }
+        memcpy(s->buf + s->got, data, len);
+        break;
+    }
+    if (R->hashing && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
+    s->got += (int64_t)len;
+    return 0;
+}
+
+/* ---- planning -------------------------------------------------------------------- */
+
+static int64_t total_from_range(const char *cr) {
+    if (!cr) return -1;
+    const char *slash = strrchr(cr, '/');
+    if (!slash || slash[1] == '*') return -1;
+    char *end;
+    long long v = strtoll(slash + 1, &end, 10);
+    return end == slash + 1 ? -1 : (int64_t)v;
+}
+
+static void range_of(const drun *R, int index, int64_t *off, int64_t *size) {
+    *off = (int64_t)index * R->part_size;
+    *size = R->total - *off;
+    if (*size > R->part_size) *size = R->part_size;
+}
+
+static void on_range_done(s3x_http_req *r, void *payload);
+
+static int start_range(drun *R, rslot *s) {
+    s3x_http_req *r = &s->req;
+    s3x_http_req_reset(R->x->client, r);
+    r->op = "GetObject";
+    r->method = "GET";
+    r->bucket = R->bucket;
+    r->key = R->key;
+    r->nquery = r->nheaders = 0;
+    if (s->index == 0 && R->total < 0) {
+        snprintf(s->range, sizeof s->range, "bytes=0-%" PRId64, R->part_size - 1);
+        if (R->x->params[S3X_PARAM_VALIDATE_CHECKSUM]) r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-mode", "ENABLED"};
+    } else {
+        snprintf(s->range, sizeof s->range, "bytes=%" PRId64 "-%" PRId64, s->offset, s->offset + s->size - 1);
+        if (R->etag && *R->etag) r->headers[r->nheaders++] = (s3x_kv){"if-match", R->etag};
+    }
+    if (!(s->index == 0 && s->size == 0)) r->headers[r->nheaders++] = (s3x_kv){"range", s->range};
+    r->write_fn = on_body;
+    r->write_payload = s;
+    r->on_done = on_range_done;
+    r->done_payload = s;
+    s->got = 0;
+    s->bad = 0;
+    s->fb_timeout = 0;
+    s->attempts++;
+    R->x->res->requests++;
+    int rc = s3x_http_prepare(R->x->client, r);
+    if (!rc) {
+        s3x_xfer_tune(R->x, r);
+        rc = s3x_http_start(R->x->client, r);
+    }
+    if (rc) return rc;
+    s->state = RS_INFLIGHT;
+    return 0;
+}
+
+/* Learns the object's size, ETag and checksum from the first response. */
+static int learn_object(drun *R, rslot *s) {
+    s3x_http_req *r = &s->req;
+    int64_t total = r->status == 206 ? total_from_range(r->content_range) : r->content_length;
+    if (total < 0)
+        return s3x_seterr(S3X_ENETWORK, "GetObject s3://%s/%s: the response did not say the object's size", R->bucket,
+                          R->key);
+    R->total = total;
+    R->etag = strdup(r->etag ? r->etag : "");
+    s->size = s->got;
+    R->nranges = total == 0 ? 1 : (int)((total + R->part_size - 1) / R->part_size);
+    R->whole_in_first = s->got == total;
+    R->x->res->parts = R->nranges;
+    R->x->res->multipart = R->nranges > 1;
+    if (R->kind == DST_MEM && (uint64_t)total > R->mem_cap)
+        return s3x_seterr(S3X_ELIMIT, "s3://%s/%s is %" PRId64 " bytes, larger than the %zu-byte buffer", R->bucket,
+                          R->key, total, R->mem_cap);
+    if (R->kind == DST_FILE && total > 0) {
+        /* Reserve the space now: a full disk fails here, not halfway. */
+        int e = posix_fallocate(R->fd, 0, (off_t)total);
+        if (e && e != EOPNOTSUPP && e != EINVAL) {
+            R->write_errno = e;
+            return s3x_seterr(S3X_EIO, "cannot reserve %" PRId64 " bytes for the download: %s", total, strerror(e));
+        }
+    }
+    return 0;
+}
+
+static void release_buf(drun *R, rslot *s) {
+    if (s->buf) {
+        s3x_pool_put(&R->x->pool, s->buf, s->buf_size);
+        s->buf = NULL;
+    }
+}
+
+static void on_range_done(s3x_http_req *r, void *payload) {
+    rslot *s = payload;
+    drun *R = s->run;
+    s3x_xfer *x = R->x;
+    /* A 416 on the probe means an empty object: fetch it without a range. */
+    if (s->index == 0 && R->total < 0 && r->status == 416 && r->curl_rc == CURLE_OK && s->size != 0) {
+        s->size = 0;
+        s->attempts--;
+        s->state = RS_BACKOFF;
+        s->retry_at = 0;
+        return;
+    }
+    /* Short or overlong bodies count as broken connections. */
+    int short_body = r->curl_rc == CURLE_OK && (r->status == 200 || r->status == 206) &&
+                     ((r->content_length >= 0 && s->got != r->content_length) ||
+                      (s->size >= 0 && !(s->index == 0 && R->total < 0) && s->got != s->size));
+    if (s->bad && R->write_errno) {
+        s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
+                       strerror(R->write_errno));
+        s->state = RS_FREE;
+        return;
+    }
+    if (short_body || s->bad) r->curl_rc = CURLE_PARTIAL_FILE;
+    double delay = 0;
+    int v = s3x_xfer_judge(x, r, s->attempts, s->fb_timeout, &delay);
+    if (s->fb_timeout) s3x_fbt_on_timeout(&x->fbt, s->fb_timeout_used);
+    if (v == S3X_REQ_OK && s->index > 0 && r->status == 200) {
+        /* A server that ignored Range would send the whole object. */
+        s3x_seterr(S3X_ENETWORK, "GetObject s3://%s/%s: the server ignored the Range header", R->bucket, R->key);
+        v = S3X_REQ_FAIL;
+    }
+    if (v == S3X_REQ_RETRY) {
+        s->state = RS_BACKOFF;
+        s->retry_at = s3x_now() + delay;
+        return;
+    }
+    if (v == S3X_REQ_FAIL) {
+        if (r->status == 412) {
+            s3x_seterr_http(S3X_ECHANGED, 412, "PreconditionFailed", r->request_id,
+                            "s3://%s/%s changed during the download (its ETag is no longer %s)", R->bucket, R->key,
+                            R->etag ? R->etag : "?");
+        }
+        s3x_xfer_fail(x);
+        s->state = RS_FREE;
+        return;
+    }
+    s3x_xfer_learn(x, r);
+    if (s->index == 0 && R->total < 0) {
+        if (learn_object(R, s)) {
+            s3x_xfer_fail(x);
+            s->state = RS_FREE;
+            return;
+        }
+        R->next_index = 1;
+    }
+    R->bytes_done += s->got;
+    if (R->kind == DST_STREAM) {
+        s->state = RS_READY;
+    } else {
+        s->state = RS_FREE;
+    }
+    s3x_xfer_progress(x, R->bytes_done, R->total);
+}
+
+/* DST_STREAM: hands over every ready range that is next in order. */
+static int deliver(drun *R) {
+    for (;;) {
+        rslot *ready = NULL;
+        for (int i = 0; i < R->nslots; i++)
+            if (R->slots[i].state == RS_READY && R->slots[i].index == R->next_deliver) ready = &R->slots[i];
+        if (!ready) return 0;
+        if (ready->got > 0 && R->write_fn(ready->buf, (size_t)ready->got, R->write_payload) != 0)
+            return s3x_xfer_failf(R->x, S3X_ECANCELLED, "the consumer of s3://%s/%s stopped the download", R->bucket,
+                                  R->key);
+        release_buf(R, ready);
+        ready->state = RS_FREE;
+        R->next_deliver++;
+    }
+}
+
+static int feed(drun *R, rslot *s) {
+    if (R->total < 0 || R->next_index >= R->nranges) return 0;
+    if (R->kind == DST_STREAM) {
+        int oom = 0;
+        char *b = s3x_pool_get(&R->x->pool, &oom);
+        if (!b) {
+            if (oom) return s3x_seterr(S3X_ENOMEM, "out of memory allocating a range buffer");
+            R->x->pool.waits++;
+            return 0;
+        }
+        s->buf = b;
+        s->buf_size = R->x->pool.buf_size;
+    }
+    s->index = R->next_index++;
+    range_of(R, s->index, &s->offset, &s->size);
+    s->attempts = 0;
+    int rc = start_range(R, s);
+    if (rc) release_buf(R, s);
+    return rc ? rc : 1;
+}
+
+static int poll_ms(drun *R) {
+    double now = s3x_now(), next = now + 0.1;
+    int64_t fbt = s3x_fbt_current(&R->x->fbt);
+    for (int i = 0; i < R->nslots; i++) {
+        rslot *s = &R->slots[i];
+        if (s->state == RS_BACKOFF && s->retry_at < next) next = s->retry_at;
+        if (s->state == RS_INFLIGHT && fbt > 0 && s->req.t_start > 0 && s->req.t_first_byte == 0) {
+            double due = s->req.t_start + (double)fbt / 1000.0;
+            if (due < next) next = due;
+        }
+    }
+    double ms = (next - now) * 1000.0;
+    return ms < 1 ? 1 : (int)ms;
+}
+
+static void check_first_byte(drun *R) {
+    int64_t fbt = s3x_fbt_current(&R->x->fbt);
+    if (fbt <= 0) return;
+    double now = s3x_now();
+    for (int i = 0; i < R->nslots; i++) {
+        rslot *s = &R->slots[i];
+        if (s->state != RS_INFLIGHT) continue;
+        s3x_http_req *r = &s->req;
+        if (r->t_start > 0 && r->t_first_byte == 0 && (now - r->t_start) * 1000.0 >= (double)fbt) {
+            s->fb_timeout = 1;
+            s->fb_timeout_used = fbt;
+            s3x_http_abort(R->x->client, r);
+            on_range_done(r, s);
+        }
+    }
+}
+
+static int drive(drun *R) {
+    for (;;) {
+        if (s3x_xfer_cancelled(R->x) && !R->x->failed)
+            s3x_xfer_failf(R->x, S3X_ECANCELLED, "download of s3://%s/%s cancelled", R->bucket, R->key);
+        if (R->x->failed) break;
+        if (R->kind == DST_STREAM && deliver(R)) break;
+        double now = s3x_now();
+        for (int i = 0; i < R->nslots && !R->x->failed; i++) {
+            rslot *s = &R->slots[i];
+            if (s->state == RS_BACKOFF && s->retry_at <= now && start_range(R, s)) s3x_xfer_fail(R->x);
+        }
+        for (int i = 0; i < R->nslots && !R->x->failed; i++) {
+            if (R->slots[i].state != RS_FREE) continue;
+            int k = feed(R, &R->slots[i]);
+            if (k < 0) s3x_xfer_fail(R->x);
+            if (k <= 0) break;
+        }
+        if (R->x->failed) break;
+        int busy = 0;
+        for (int i = 0; i < R->nslots; i++) busy |= R->slots[i].state != RS_FREE;
+        if (!busy && R->total >= 0 && R->next_index >= R->nranges) break;
+        if (s3x_http_poll(R->x->client, poll_ms(R)) < 0) {
+            s3x_xfer_fail(R->x);
+            break;
+        }
+        check_first_byte(R);
+    }
+    for (int i = 0; i < R->nslots; i++) {
+        rslot *s = &R->slots[i];
+        if (s->state == RS_INFLIGHT) s3x_http_abort(R->x->client, &s->req);
+        release_buf(R, s);
+        s->state = RS_FREE;
+    }
+    return R->x->failed ? -1 : 0;
+}
+
+/* Compares a full-object checksum the server sent with what arrived. */
+static int validate_checksum(drun *R) {
+    if (!R->hashing || !R->whole_in_first || !R->checksum_value) return 0;
+    char got[48];
+    s3x_hasher_final_b64(&R->hasher, got);
+    R->hashing = 0;
+    if (strcmp(got, R->checksum_value) != 0)
+        return s3x_seterr(S3X_ECHECKSUM, "s3://%s/%s: %s is %s but the bytes received give %s", R->bucket, R->key,
+                          R->checksum_hdr_name, R->checksum_value, got);
+    return 0;
+}
+
+static int run_download(s3x_download *d, drun *R, s3x_result *result) {
+    s3x_xfer *x = &d->x;
+    s3x_result local;
+    if (!result) result = &local;
+    s3x_xfer_begin(x, result);
+    R->x = x;
+    R->total = -1;
+    R->part_size = x->params[S3X_PARAM_PART_SIZE];
+    result->part_size = R->part_size;
+    int64_t c = x->params[S3X_PARAM_CONCURRENCY];
+    int rc = 0;
+    if (R->kind == DST_STREAM) {
+        int64_t limit = x->params[S3X_PARAM_MEMORY_LIMIT];
+        int64_t nbuf = c + 1;
+        if (limit > 0) {
+            if (limit < R->part_size) {
+                rc = s3x_seterr(S3X_ENOMEM, "memory_limit %" PRId64 " cannot hold one %" PRId64
+                                "-byte range buffer; lower part_size or raise memory_limit", limit, R->part_size);
+                s3x_xfer_end(x);
+                return rc;
+            }
+            if (limit / R->part_size < nbuf) nbuf = limit / R->part_size;
+        }
+        if (!x->pool_ready || x->pool.kind != (int)x->params[S3X_PARAM_POOL]) {
+            if (x->pool_ready) s3x_pool_release(&x->pool);
+            s3x_pool_init(&x->pool, (int)x->params[S3X_PARAM_POOL], (size_t)R->part_size, (int)nbuf);
+            x->pool_ready = 1;
+        }
+        s3x_pool_set_size(&x->pool, (size_t)R->part_size);
+        /* Every pool kind is held to the memory limit here: reordering must
+         * not grow memory, whatever the pool. */
+        x->pool.max_buffers = (int)nbuf;
+        if (x->pool.kind != S3X_POOL_BOUNDED && limit <= 0) x->pool.max_buffers = (int)(c + 1);
+        s3x_pool_reset_counters(&x->pool);
+        if (c > nbuf) c = nbuf;
+    }
+    R->nslots = (int)c;
+    R->slots = calloc((size_t)R->nslots, sizeof *R->slots);
+    if (!R->slots) {
+        s3x_xfer_end(x);
+        return s3x_seterr(S3X_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < R->nslots; i++) R->slots[i].run = R;
+    /* The probe: the first range, alone. */
+    rslot *s = &R->slots[0];
+    s->index = 0;
+    s->offset = 0;
+    s->size = -1;
+    if (R->kind == DST_STREAM) {
+        int oom = 0;
+        s->buf = s3x_pool_get(&x->pool, &oom);
+        s->buf_size = x->pool.buf_size;
+        if (!s->buf) rc = s3x_seterr(S3X_ENOMEM, "out of memory allocating a range buffer");
+    }
+    if (!rc) rc = start_range(R, s);
+    if (rc) s3x_xfer_fail(x);
+    if (drive(R) != 0) rc = s3x_error_restore(&x->err);
+    if (!rc && R->total >= 0 && R->kind == DST_FILE && R->bytes_done != R->total)
+        rc = s3x_seterr(S3X_EINTERNAL, "downloaded %" PRId64 " of %" PRId64 " bytes", R->bytes_done, R->total);
+    if (!rc) rc = validate_checksum(R);
+    result->bytes = R->bytes_done;
+    if (R->etag) snprintf(result->etag, sizeof result->etag, "%s", R->etag);
+    for (int i = 0; i < R->nslots; i++) {
+        release_buf(R, &R->slots[i]);
+        s3x_http_req_reset(x->client, &R->slots[i].req);
+    }
+    free(R->slots);
+    free(R->etag);
+    free(R->checksum_hdr_name);
+    free(R->checksum_value);
+    s3x_hasher_cleanup(&R->hasher);
+    s3x_xfer_end(x);
+    if (x->pool_ready && x->pool.kind == S3X_POOL_MALLOC) s3x_pool_release(&x->pool);
+    return rc;
+}
+
+static int check_target(const s3x_download *d, const char *bucket, const char *key) {
+    if (!d) return s3x_seterr(S3X_EINVAL, "download manager is NULL");
+    if (!bucket || !*bucket) return s3x_seterr(S3X_EINVAL, "bucket name is empty");
+    if (!key || !*key) return s3x_seterr(S3X_EINVAL, "object key is empty");
+    return 0;
+}
+
+int s3x_download_file(s3x_download *d, const char *bucket, const char *key, const char *path, s3x_result *result) {
+    int rc = check_target(d, bucket, key);
+    if (rc) return rc;
+    if (!path || !*path) return s3x_seterr(S3X_EINVAL, "path is empty");
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return s3x_seterr(S3X_EIO, "%s is a directory", path);
+    /* The temporary file lives beside the target so the rename is atomic. */
+    char *copy = strdup(path);
+    if (!copy) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    const char *dir = dirname(copy);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        rc = s3x_seterr(S3X_EIO, "cannot download to %s: directory %s does not exist", path, dir);
+        free(copy);
+        return rc;
+    }
+    if (access(dir, W_OK) != 0) {
+        rc = s3x_seterr(S3X_EIO, "cannot download to %s: directory %s is not writable", path, dir);
+        free(copy);
+        return rc;
+    }
+    free(copy);
+    s3x_buf tmp = S3X_BUF_INIT;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (s3x_buf_printf(&tmp, "%s.s3xfer-%ld-%lx.part", path, (long)getpid(), (unsigned long)ts.tv_nsec)) {
+        s3x_buf_free(&tmp);
+        return s3x_seterr(S3X_ENOMEM, "out of memory");
+    }
+    int fd = open(tmp.data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        rc = s3x_seterr(S3X_EIO, "cannot create %s: %s", tmp.data, strerror(errno));
+        s3x_buf_free(&tmp);
+        return rc;
+    }
+    drun R;
+    memset(&R, 0, sizeof R);
+    R.bucket = bucket;
+    R.key = key;
+    R.kind = DST_FILE;
+    R.fd = fd;
+    rc = run_download(d, &R, result);
+    if (!rc && fsync(fd) != 0) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && !rc) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
+    if (!rc && rename(tmp.data, path) != 0) rc = s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", path, strerror(errno));
+    if (rc) unlink(tmp.data);
+    s3x_buf_free(&tmp);
+    return rc;
+}
+
+int s3x_download_memory(s3x_download *d, const char *bucket, const char *key, void *buf, size_t cap, size_t *len,
+                        s3x_result *result) {
+    int rc = check_target(d, bucket, key);
+    if (rc) return rc;
+    if (!buf && cap) return s3x_seterr(S3X_EINVAL, "buf is NULL");
+    drun R;
+    memset(&R, 0, sizeof R);
+    R.bucket = bucket;
+    R.key = key;
+    R.kind = DST_MEM;
+    R.mem = buf;
+    R.mem_cap = cap;
+    rc = run_download(d, &R, result);
+    if (len) *len = rc ? 0 : (size_t)R.bytes_done;
+    return rc;
+}
+
+int s3x_download_stream(s3x_download *d, const char *bucket, const char *key, s3x_write_fn write_fn,
+                        s3x_result *result, void *payload) {
+    int rc = check_target(d, bucket, key);
+    if (rc) return rc;
+    if (!write_fn) return s3x_seterr(S3X_EINVAL, "write_fn is NULL");
+    drun R;
+    memset(&R, 0, sizeof R);
+    R.bucket = bucket;
+    R.key = key;
+    R.kind = DST_STREAM;
+    R.write_fn = write_fn;
+    R.write_payload = payload;
+    return run_download(d, &R, result);
+}
+
+static int fd_writer(const void *data, size_t len, void *payload) {
+    int fd = *(int *)payload;
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return 1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int s3x_download_fd(s3x_download *d, const char *bucket, const char *key, int fd, s3x_result *result) {
+    if (fd < 0) return s3x_seterr(S3X_EINVAL, "invalid file descriptor %d", fd);
+    return s3x_download_stream(d, bucket, key, fd_writer, result, &fd);
+}

@@ -1,0 +1,106 @@
+#include "pool.h"
+#include "s3xfer/params.h"
+#include <stdlib.h>
+#include <string.h>
+
+void s3x_pool_init(s3x_pool *p, int kind, size_t buf_size, int max_buffers) {
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->buf_size = buf_size;
+    p->max_buffers = max_buffers;
+}
+
+static void free_buffer(s3x_pool *p, char *buf, size_t size) {
+    free(buf);
+    p->alive--;
+    p->held_bytes -= (int64_t)size;
+}
+
+void s3x_pool_set_size(s3x_pool *p, size_t buf_size) {
+    if (buf_size == p->buf_size) return;
+    p->buf_size = buf_size;
+    int keep = 0;
+    for (int i = 0; i < p->nfree; i++) {
+        if (p->free_sizes[i] == buf_size) {
+            p->free_list[keep] = p->free_list[i];
+            p->free_sizes[keep++] = p->free_sizes[i];
+        } else {
+            free_buffer(p, p->free_list[i], p->free_sizes[i]);
+        }
+    }
+    p->nfree = keep;
+}
+
+char *s3x_pool_get(s3x_pool *p, int *oom) {
+    if (oom) *oom = 0;
+    if (p->kind != S3X_POOL_MALLOC) {
+        for (int i = p->nfree - 1; i >= 0; i--) {
+            if (p->free_sizes[i] == p->buf_size) {
+                char *b = p->free_list[i];
+                p->free_list[i] = p->free_list[p->nfree - 1];
+                p->free_sizes[i] = p->free_sizes[p->nfree - 1];
+                p->nfree--;
+                return b;
+            }
+        }
+    }
+    if (p->kind == S3X_POOL_BOUNDED && p->alive >= p->max_buffers) {
+        /* A kept buffer of an old size may stand in the way of a new one. */
+        if (p->nfree > 0) {
+            p->nfree--;
+            free_buffer(p, p->free_list[p->nfree], p->free_sizes[p->nfree]);
+        } else {
+            return NULL;
+        }
+    }
+    char *b = malloc(p->buf_size ? p->buf_size : 1);
+    if (!b) {
+        if (oom) *oom = 1;
+        return NULL;
+    }
+    p->alive++;
+    p->allocations++;
+    p->bytes_allocated += (int64_t)p->buf_size;
+    p->held_bytes += (int64_t)p->buf_size;
+    if (p->held_bytes > p->peak_held_bytes) p->peak_held_bytes = p->held_bytes;
+    return b;
+}
+
+void s3x_pool_put(s3x_pool *p, char *buf, size_t size) {
+    if (!buf) return;
+    if (p->kind == S3X_POOL_MALLOC || size != p->buf_size) {
+        free_buffer(p, buf, size);
+        return;
+    }
+    if (p->nfree == p->free_cap) {
+        int cap = p->free_cap ? p->free_cap * 2 : 16;
+        char **fl = realloc(p->free_list, (size_t)cap * sizeof *fl);
+        if (fl) p->free_list = fl;
+        size_t *fs = fl ? realloc(p->free_sizes, (size_t)cap * sizeof *fs) : NULL;
+        if (fs) p->free_sizes = fs;
+        if (!fl || !fs) {
+            free_buffer(p, buf, size);
+            return;
+        }
+        p->free_cap = cap;
+    }
+    p->free_list[p->nfree] = buf;
+    p->free_sizes[p->nfree++] = size;
+}
+
+void s3x_pool_release(s3x_pool *p) {
+    for (int i = 0; i < p->nfree; i++) free_buffer(p, p->free_list[i], p->free_sizes[i]);
+    p->nfree = 0;
+    free(p->free_list);
+    free(p->free_sizes);
+    p->free_list = NULL;
+    p->free_sizes = NULL;
+    p->free_cap = 0;
+}
+
+void s3x_pool_reset_counters(s3x_pool *p) {
+    p->allocations = 0;
+    p->bytes_allocated = 0;
+    p->peak_held_bytes = p->held_bytes;
+    p->waits = 0;
+}

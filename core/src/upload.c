@@ -1,0 +1,834 @@
+/* The upload manager: a multipart upload with up to `concurrency` parts in
+ * flight on the client's multi loop, parts read into pool buffers (BUFFERED)
+ * or read in place at their offsets while curl sends them (UNBUFFERED). */
+#include "checksum.h"
+#include <openssl/evp.h>
+#include "error.h"
+#include "params_internal.h"
+#include "s3xml.h"
+#include "xfer.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB (1024LL * 1024LL)
+#define GiB (1024LL * MiB)
+#define MAX_PARTS 10000
+#define MIN_PART (5 * MiB)
+#define MAX_PART (5 * GiB)
+#define GROWTH_EVERY 2000 /* unknown sizes: the part size doubles every 2000 parts */
+#define SCRATCH (1 * MiB)
+
+struct s3x_upload {
+    s3x_xfer x;
+};
+
+enum src_kind { SRC_FILE, SRC_MEM, SRC_STREAM };
+
+typedef struct source {
+    int kind;
+    int fd;                   /* SRC_FILE, or SRC_STREAM from an fd */
+    const char *path;
+    const char *mem;
+    int64_t size;             /* -1 for streams */
+    struct stat st0;          /* SRC_FILE: as it was at the start */
+    s3x_read_fn read_fn;      /* SRC_STREAM */
+    void *read_payload;
+    int eof;                  /* SRC_STREAM reached its end */
+    int64_t consumed;         /* SRC_STREAM bytes read so far */
+} source;
+
+enum slot_state { SLOT_FREE, SLOT_INFLIGHT, SLOT_BACKOFF, SLOT_DONE };
+
+typedef struct slot {
+    int state;
+    int part_number;
+    int64_t offset, size;
+    char *buf;                /* pool buffer (BUFFERED) */
+    size_t buf_size;
+    int64_t pos;              /* UNBUFFERED read position within the part */
+    int attempts;
+    double retry_at;
+    int fb_timeout;           /* cut by the first-byte timeout */
+    int64_t fb_timeout_used;
+    char checksum[48];
+    char sha_hex[65];
+    char pn[16];
+    s3x_http_req req;
+    struct run *run;
+} slot;
+
+typedef struct done_part {
+    char *etag;
+    char checksum[48];
+} done_part;
+
+typedef struct run {
+    s3x_upload *u;
+    s3x_xfer *x;
+    const char *bucket, *key;
+    source src;
+    int buffered;
+    int checksum;
+    int signed_payload;
+    int64_t part_size;        /* current part size */
+    int64_t next_offset;      /* next byte of the source to assign to a part */
+    int next_part;            /* next part number to assign */
+    int nparts_total;         /* known sizes: how many parts */
+    int no_more_parts;
+    int64_t bytes_done;
+    char *upload_id;
+    done_part *parts;         /* [MAX_PARTS] */
+    int max_part_done;
+    slot *slots;
+    int nslots;
+    int inflight;
+    char *scratch;            /* UNBUFFERED checksum pre-pass */
+} run;
+
+/* ---- handle ------------------------------------------------------------------- */
+
+int s3x_upload_new(s3x_upload **out, s3x_client *client) {
+    if (!out) return s3x_seterr(S3X_EINVAL, "out is NULL");
+    *out = NULL;
+    s3x_upload *u = calloc(1, sizeof *u);
+    if (!u) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    int rc = s3x_xfer_init(&u->x, client, S3X_SCOPE_UPLOAD);
+    if (rc) {
+        free(u);
+        return rc;
+    }
+    *out = u;
+    return 0;
+}
+
+void s3x_upload_free(s3x_upload *u) {
+    if (!u) return;
+    s3x_xfer_destroy(&u->x);
+    free(u);
+}
+
+int s3x_upload_set(s3x_upload *u, s3x_param p, int64_t v) {
+    if (!u) return s3x_seterr(S3X_EINVAL, "upload manager is NULL");
+    return s3x_xfer_set(&u->x, p, v);
+}
+
+int s3x_upload_get(const s3x_upload *u, s3x_param p, int64_t *v) {
+    if (!u) return s3x_seterr(S3X_EINVAL, "upload manager is NULL");
+    return s3x_xfer_get(&u->x, p, v);
+}
+
+void s3x_upload_set_progress(s3x_upload *u, s3x_progress_fn fn, void *payload) {
+    if (!u) return;
+    u->x.progress = fn;
+    u->x.progress_payload = payload;
+}
+
+void s3x_upload_cancel(s3x_upload *u) {
+    if (!u) return;
+    atomic_store(&u->x.cancel, 1);
+    s3x_http_wakeup(u->x.client);
+}
+
+static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+int64_t s3x_upload_plan_part_size(const s3x_upload *u, int64_t size) {
+    int64_t p = u->x.params[S3X_PARAM_PART_SIZE];
+    if (size < 0) {
+        int64_t hint = u->x.params[S3X_PARAM_SIZE_HINT];
+        if (hint > 0) size = hint;
+        else return p;
+    }
+    int64_t need = (size + MAX_PARTS - 1) / MAX_PARTS;
+    if (need > p) p = round_up(need, MiB);
+    return p;
+}
+
+/* Part size of part n of a stream of unknown size: doubles every GROWTH_EVERY
+ * parts, never above 5 GiB nor above what the memory limit can hold. */
+static int64_t stream_part_size(const run *R, int n) {
+    int64_t p = R->part_size;
+    int steps = (n - 1) / GROWTH_EVERY;
+    int64_t limit = R->x->params[S3X_PARAM_MEMORY_LIMIT];
+    int64_t c = R->x->params[S3X_PARAM_CONCURRENCY];
+    for (int i = 0; i < steps; i++) {
+        int64_t q = p * 2;
+        if (q > MAX_PART) break;
+        if (limit > 0 && (c + 1) * q > limit) break;
+        p = q;
+    }
+    return p;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+static int read_full_at(int fd, char *dst, size_t n, int64_t off, const char *path) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, dst + got, n - got, (off_t)(off + (int64_t)got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return s3x_seterr(S3X_EIO, "reading %s at offset %" PRId64 ": %s", path, off + (int64_t)got, strerror(errno));
+        }
+        if (r == 0)
+            return s3x_seterr(S3X_ECHANGED, "%s is shorter than when the upload started (ends before offset %" PRId64 ")",
+                              path, off + (int64_t)got);
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Fills up to n bytes from a stream; returns bytes read (short only at EOF) or <0. */
+static int64_t read_stream(source *s, char *dst, size_t n) {
+    size_t got = 0;
+    while (got < n && !s->eof) {
+        int64_t r;
+        if (s->read_fn) {
+            r = s->read_fn(dst + got, n - got, s->read_payload);
+        } else {
+            ssize_t k = read(s->fd, dst + got, n - got);
+            if (k < 0 && errno == EINTR) continue;
+            r = k;
+        }
+        if (r < 0) {
+            if (s->read_fn) return s3x_seterr(S3X_EIO, "the stream's read callback failed (returned %" PRId64 ")", r);
+            return s3x_seterr(S3X_EIO, "reading the input stream: %s", strerror(errno));
+        }
+        if (r == 0) s->eof = 1;
+        got += (size_t)r;
+    }
+    s->consumed += (int64_t)got;
+    return (int64_t)got;
+}
+
+/* curl's body source for UNBUFFERED file parts: pread in place. */
+static int64_t unbuffered_read(void *dst, size_t cap, void *payload) {
+    slot *s = payload;
+    run *R = s->run;
+    int64_t left = s->size - s->pos;
+    if (left <= 0) return 0;
+    if ((int64_t)cap > left) cap = (size_t)left;
+    for (;;) {
+        ssize_t n = pread(R->src.fd, dst, cap, (off_t)(s->offset + s->pos));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1; /* the file shrank or failed: the request fails */
+        s->pos += n;
+        return n;
+    }
+}
+
+/* Checksum (and SHA-256 for signed payloads) of a part's bytes. */
+static int digest_part(run *R, slot *s, const char *data) {
+    s->checksum[0] = '\0';
+    s->sha_hex[0] = '\0';
+    int want_sum = R->checksum != S3X_CHECKSUM_NONE;
+    int want_sha = R->signed_payload;
+    if (!want_sum && !want_sha) return 0;
+    s3x_hasher h, sha;
+    if (want_sum && s3x_hasher_init(&h, R->checksum)) return s3x_seterr(S3X_ENOMEM, "checksum init failed");
+    if (want_sha && s3x_hasher_init(&sha, S3X_CHECKSUM_SHA256)) {
+        if (want_sum) s3x_hasher_cleanup(&h);
+        return s3x_seterr(S3X_ENOMEM, "checksum init failed");
+    }
+    int rc = 0;
+    if (data) {
+        if (want_sum) s3x_hasher_update(&h, data, (size_t)s->size);
+        if (want_sha) s3x_hasher_update(&sha, data, (size_t)s->size);
+    } else {
+        /* UNBUFFERED: one pre-pass over the part through a small scratch buffer. */
+        if (!R->scratch && !(R->scratch = malloc(SCRATCH))) rc = s3x_seterr(S3X_ENOMEM, "out of memory");
+        for (int64_t off = 0; !rc && off < s->size; off += SCRATCH) {
+            size_t n = (size_t)((s->size - off) < SCRATCH ? (s->size - off) : SCRATCH);
+            rc = read_full_at(R->src.fd, R->scratch, n, s->offset + off, R->src.path);
+            if (!rc && want_sum) s3x_hasher_update(&h, R->scratch, n);
+            if (!rc && want_sha) s3x_hasher_update(&sha, R->scratch, n);
+        }
+    }
+    if (want_sum) s3x_hasher_final_b64(&h, s->checksum);
+    if (want_sha) {
+        unsigned char d[32];
+        unsigned int dl = 0;
+        EVP_DigestFinal_ex(sha.md, d, &dl);
+        s3x_hex32(d, s->sha_hex);
+        s3x_hasher_cleanup(&sha);
+    }
+    return rc;
+}
+
+/* ---- requests ------------------------------------------------------------------- */
+
+static void slot_release_buffer(run *R, slot *s) {
+    if (s->buf) {
+        s3x_pool_put(&R->x->pool, s->buf, s->buf_size);
+        s->buf = NULL;
+    }
+}
+
+static void on_part_done(s3x_http_req *r, void *payload);
+
+static int single_put(const run *R) { return R->upload_id == NULL; }
+
+/* Fills the request of a slot whose part (number, offset, size, bytes) is set. */
+static int start_part(run *R, slot *s) {
+    s3x_http_req *r = &s->req;
+    s3x_http_req_reset(R->x->client, r);
+    r->op = single_put(R) ? "PutObject" : "UploadPart";
+    r->method = "PUT";
+    r->bucket = R->bucket;
+    r->key = R->key;
+    r->nquery = r->nheaders = 0;
+    if (!single_put(R)) {
+        snprintf(s->pn, sizeof s->pn, "%d", s->part_number);
+        r->query[r->nquery++] = (s3x_kv){"partNumber", s->pn};
+        r->query[r->nquery++] = (s3x_kv){"uploadId", R->upload_id};
+    }
+    if (R->checksum != S3X_CHECKSUM_NONE) {
+        r->headers[r->nheaders++] = (s3x_kv){s3x_checksum_header(R->checksum), s->checksum};
+        if (single_put(R) && s3x_checksum_algorithm(R->checksum))
+            r->headers[r->nheaders++] = (s3x_kv){"x-amz-sdk-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
+    }
+    r->payload_hash = R->signed_payload ? s->sha_hex : S3X_UNSIGNED_PAYLOAD;
+    if (R->buffered) {
+        r->body = s->buf;
+        r->body_len = (size_t)s->size;
+    } else if (R->src.kind == SRC_MEM) {
+        r->body = R->src.mem + s->offset;
+        r->body_len = (size_t)s->size;
+    } else {
+        s->pos = 0;
+        r->read_fn = unbuffered_read;
+        r->read_payload = s;
+        r->body_size = s->size;
+    }
+    r->on_done = on_part_done;
+    r->done_payload = s;
+    s->fb_timeout = 0;
+    s->attempts++;
+    R->x->res->requests++;
+    int rc = s3x_http_prepare(R->x->client, r);
+    if (!rc) {
+        s3x_xfer_tune(R->x, r);
+        rc = s3x_http_start(R->x->client, r);
+    }
+    if (rc) return rc;
+    s->state = SLOT_INFLIGHT;
+    R->inflight++;
+    return 0;
+}
+
+static void on_part_done(s3x_http_req *r, void *payload) {
+    slot *s = payload;
+    run *R = s->run;
+    R->inflight--;
+    double delay = 0;
+    int v = s3x_xfer_judge(R->x, r, s->attempts, s->fb_timeout, &delay);
+    if (s->fb_timeout) s3x_fbt_on_timeout(&R->x->fbt, s->fb_timeout_used);
+    if (v == S3X_REQ_RETRY) {
+        s->state = SLOT_BACKOFF;
+        s->retry_at = s3x_now() + delay;
+        return;
+    }
+    if (v == S3X_REQ_FAIL) {
+        s3x_xfer_fail(R->x);
+        s->state = SLOT_FREE;
+        slot_release_buffer(R, s);
+        return;
+    }
+    s3x_xfer_learn(R->x, r);
+    done_part *d = &R->parts[s->part_number - 1];
+    free(d->etag);
+    d->etag = strdup(r->etag ? r->etag : "");
+    memcpy(d->checksum, s->checksum, sizeof d->checksum);
+    if (single_put(R) && r->etag) snprintf(R->x->res->etag, sizeof R->x->res->etag, "%s", r->etag);
+    if (s->part_number > R->max_part_done) R->max_part_done = s->part_number;
+    R->bytes_done += s->size;
+    R->x->res->parts++;
+    slot_release_buffer(R, s);
+    s->state = SLOT_FREE;
+    s3x_xfer_progress(R->x, R->bytes_done, R->src.size);
+}
+
+/* Assigns the next part to a free slot: reads it (BUFFERED), digests it and
+ * starts its request. Returns 1 if started, 0 if nothing to do now (no more
+ * parts, or no free buffer), <0 on error (thread error set). */
+static int feed_slot(run *R, slot *s) {
+    if (R->no_more_parts) return 0;
+    int64_t size;
+    int number = R->next_part;
+    if (R->src.size >= 0) {
+        if (R->next_offset >= R->src.size && !(R->src.size == 0 && number == 1)) {
+            R->no_more_parts = 1;
+            return 0;
+        }
+        size = R->src.size - R->next_offset;
+        if (size > R->part_size) size = R->part_size;
+    } else {
+        if (R->src.eof) {
+            R->no_more_parts = 1;
+            return 0;
+        }
+        size = stream_part_size(R, number);
+        if (number > MAX_PARTS) {
+            return s3x_seterr(S3X_ELIMIT, "the stream needs more than %d parts at up to %" PRId64
+                              " bytes each; set a size hint or a larger part size", MAX_PARTS, size);
+        }
+    }
+    if (R->buffered) {
+        s3x_pool *p = &R->x->pool;
+        if ((int64_t)p->buf_size != (R->src.size >= 0 ? R->part_size : size)) s3x_pool_set_size(p, (size_t)size);
+        int oom = 0;
+        char *b = s3x_pool_get(p, &oom);
+        if (!b) {
+            if (oom) return s3x_seterr(S3X_ENOMEM, "out of memory allocating a %" PRId64 "-byte part buffer", size);
+            p->waits++;
+            return 0;
+        }
+        s->buf = b;
+        s->buf_size = p->buf_size;
+        int rc = 0;
+        if (R->src.kind == SRC_FILE) {
+            rc = read_full_at(R->src.fd, b, (size_t)size, R->next_offset, R->src.path);
+        } else if (R->src.kind == SRC_MEM) {
+            memcpy(b, R->src.mem + R->next_offset, (size_t)size);
+        } else {
+            int64_t got = read_stream(&R->src, b, (size_t)size);
+            if (got < 0) rc = (int)got;
+            else if (got == 0 && number > 1) {
+                slot_release_buffer(R, s);
+                R->no_more_parts = 1;
+                return 0;
+            } else size = got;
+        }
+        if (rc) {
+            slot_release_buffer(R, s);
+            return rc;
+        }
+    }
+    s->part_number = number;
+    s->offset = R->next_offset;
+    s->size = size;
+    s->attempts = 0;
+    int rc = digest_part(R, s, R->buffered ? s->buf : (R->src.kind == SRC_MEM ? R->src.mem + s->offset : NULL));
+    if (rc) {
+        slot_release_buffer(R, s);
+        return rc;
+    }
+    R->next_part++;
+    R->next_offset += size;
+    if (R->src.size >= 0 && R->next_offset >= R->src.size) R->no_more_parts = 1;
+    rc = start_part(R, s);
+    if (rc) {
+        slot_release_buffer(R, s);
+        return rc;
+    }
+    return 1;
+}
+
+/* ---- the run -------------------------------------------------------------------- */
+
+static int create_mpu(run *R) {
+    s3x_http_req r;
+    memset(&r, 0, sizeof r);
+    r.op = "CreateMultipartUpload";
+    r.method = "POST";
+    r.bucket = R->bucket;
+    r.key = R->key;
+    r.query[r.nquery++] = (s3x_kv){"uploads", ""};
+    if (s3x_checksum_algorithm(R->checksum))
+        r.headers[r.nheaders++] = (s3x_kv){"x-amz-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
+    int rc = s3x_xfer_perform(R->x, &r);
+    if (!rc) rc = s3x_xml_parse_initiate(r.resp_body.data, r.resp_body.len, &R->upload_id);
+    s3x_http_req_reset(R->x->client, &r);
+    if (!rc) snprintf(R->x->res->upload_id, sizeof R->x->res->upload_id, "%s", R->upload_id);
+    return rc;
+}
+
+static int complete_mpu(run *R) {
+    int n = R->max_part_done;
+    s3x_complete_part *cp = calloc((size_t)n, sizeof *cp);
+    if (!cp) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        cp[i].part_number = i + 1;
+        cp[i].etag = R->parts[i].etag;
+        cp[i].checksum = R->parts[i].checksum[0] ? R->parts[i].checksum : NULL;
+        if (!cp[i].etag) {
+            free(cp);
+            return s3x_seterr(S3X_EINTERNAL, "part %d has no ETag at completion", i + 1);
+        }
+    }
+    char *body = NULL;
+    size_t blen = 0;
+    int rc = s3x_xml_build_complete(cp, (size_t)n, s3x_checksum_xml_name(R->checksum), &body, &blen);
+    free(cp);
+    if (rc) return rc;
+    s3x_http_req r;
+    memset(&r, 0, sizeof r);
+    r.op = "CompleteMultipartUpload";
+    r.method = "POST";
+    r.bucket = R->bucket;
+    r.key = R->key;
+    r.query[r.nquery++] = (s3x_kv){"uploadId", R->upload_id};
+    r.headers[r.nheaders++] = (s3x_kv){"content-type", "application/xml"};
+    r.body = body;
+    r.body_len = blen;
+    rc = s3x_xfer_perform(R->x, &r);
+    if (!rc && s3x_xml_is_error(r.resp_body.data, r.resp_body.len)) {
+        s3x_xml_error xe;
+        memset(&xe, 0, sizeof xe);
+        s3x_xml_parse_error(r.resp_body.data, r.resp_body.len, &xe);
+        rc = s3x_seterr_http(S3X_EHTTP, (int)r.status, xe.code ? xe.code : "InternalError",
+                             xe.request_id ? xe.request_id : r.request_id,
+                             "CompleteMultipartUpload s3://%s/%s: %s%s%s (in a 200 response)", R->bucket, R->key,
+                             xe.code ? xe.code : "error", xe.message ? ": " : "", xe.message ? xe.message : "");
+        s3x_xml_error_free(&xe);
+    }
+    if (!rc) {
+        s3x_xml_complete c;
+        memset(&c, 0, sizeof c);
+        rc = s3x_xml_parse_complete(r.resp_body.data, r.resp_body.len, &c);
+        if (!rc && c.etag) snprintf(R->x->res->etag, sizeof R->x->res->etag, "%s", c.etag);
+        s3x_xml_complete_free(&c);
+    }
+    s3x_http_req_reset(R->x->client, &r);
+    free(body);
+    return rc;
+}
+
+static void abort_mpu(run *R) {
+    if (!R->upload_id || R->x->params[S3X_PARAM_LEAVE_PARTS_ON_ERROR]) return;
+    s3x_http_req r;
+    memset(&r, 0, sizeof r);
+    r.op = "AbortMultipartUpload";
+    r.method = "DELETE";
+    r.bucket = R->bucket;
+    r.key = R->key;
+    r.query[r.nquery++] = (s3x_kv){"uploadId", R->upload_id};
+    /* Cleanup must not be stopped by the cancel that caused it. */
+    int was = atomic_exchange(&R->x->cancel, 0);
+    s3x_xfer_perform(R->x, &r);
+    atomic_store(&R->x->cancel, was);
+    s3x_http_req_reset(R->x->client, &r);
+}
+
+static int file_unchanged(run *R) {
+    struct stat st;
+    if (fstat(R->src.fd, &st) != 0) return s3x_seterr(S3X_EIO, "stat %s: %s", R->src.path, strerror(errno));
+    if (st.st_size != R->src.st0.st_size || st.st_mtim.tv_sec != R->src.st0.st_mtim.tv_sec ||
+        st.st_mtim.tv_nsec != R->src.st0.st_mtim.tv_nsec)
+        return s3x_seterr(S3X_ECHANGED, "%s changed during the upload (size %lld -> %lld, or its mtime changed)",
+                          R->src.path, (long long)R->src.st0.st_size, (long long)st.st_size);
+    return 0;
+}
+
+/* The earliest time something scheduled is due, to bound the poll wait. */
+static int poll_timeout_ms(run *R) {
+    double now = s3x_now(), next = now + 0.1;
+    int64_t fbt = s3x_fbt_current(&R->x->fbt);
+    for (int i = 0; i < R->nslots; i++) {
+        slot *s = &R->slots[i];
+        if (s->state == SLOT_BACKOFF && s->retry_at < next) next = s->retry_at;
+        if (s->state == SLOT_INFLIGHT && fbt > 0 && s->req.t_sent > 0 && s->req.t_first_byte == 0) {
+            double due = s->req.t_sent + (double)fbt / 1000.0;
+            if (due < next) next = due;
+        }
+    }
+    double ms = (next - now) * 1000.0;
+    return ms < 1 ? 1 : (int)ms;
+}
+
+/* Cuts in-flight parts that have sent their body but had no first byte in time. */
+static void check_first_byte(run *R) {
+    int64_t fbt = s3x_fbt_current(&R->x->fbt);
+    if (fbt <= 0) return;
+    double now = s3x_now();
+    for (int i = 0; i < R->nslots; i++) {
+        slot *s = &R->slots[i];
+        if (s->state != SLOT_INFLIGHT) continue;
+        s3x_http_req *r = &s->req;
+        if (r->t_sent > 0 && r->t_first_byte == 0 && (now - r->t_sent) * 1000.0 >= (double)fbt) {
+            s->fb_timeout = 1;
+            s->fb_timeout_used = fbt;
+            s3x_http_abort(R->x->client, r);
+            on_part_done(r, s);
+        }
+    }
+}
+
+static int drive(run *R) {
+    int rc = 0;
+    for (;;) {
+        if (s3x_xfer_cancelled(R->x) && !R->x->failed)
+            s3x_xfer_failf(R->x, S3X_ECANCELLED, "upload to s3://%s/%s cancelled", R->bucket, R->key);
+        if (R->x->failed) break;
+        double now = s3x_now();
+        for (int i = 0; i < R->nslots && !R->x->failed; i++) {
+            slot *s = &R->slots[i];
+            if (s->state == SLOT_BACKOFF && s->retry_at <= now) {
+                if ((rc = start_part(R, s))) s3x_xfer_fail(R->x);
+            }
+        }
+        for (int i = 0; i < R->nslots && !R->x->failed && !R->no_more_parts; i++) {
+            slot *s = &R->slots[i];
+            if (s->state != SLOT_FREE) continue;
+            int k = feed_slot(R, s);
+            if (k < 0) {
+                s3x_xfer_fail(R->x);
+                break;
+            }
+            if (k == 0) break; /* no buffer free, or no parts left */
+        }
+        if (R->x->failed) break;
+        int busy = 0;
+        for (int i = 0; i < R->nslots; i++) busy |= R->slots[i].state != SLOT_FREE;
+        if (!busy && R->no_more_parts) break;
+        int n = s3x_http_poll(R->x->client, poll_timeout_ms(R));
+        if (n < 0) {
+            s3x_xfer_fail(R->x);
+            break;
+        }
+        check_first_byte(R);
+    }
+    /* Stop whatever is still running. */
+    for (int i = 0; i < R->nslots; i++) {
+        slot *s = &R->slots[i];
+        if (s->state == SLOT_INFLIGHT) s3x_http_abort(R->x->client, &s->req);
+        slot_release_buffer(R, s);
+        s->state = SLOT_FREE;
+    }
+    return R->x->failed ? -1 : 0;
+}
+
+static int check_memory(run *R) {
+    int64_t limit = R->x->params[S3X_PARAM_MEMORY_LIMIT];
+    if (!R->buffered || limit <= 0) return 0;
+    int64_t c = R->x->params[S3X_PARAM_CONCURRENCY];
+    int64_t need = (c + 1) * R->part_size;
+    if (need > limit)
+        return s3x_seterr(S3X_ENOMEM,
+                          "memory_limit %" PRId64 " cannot hold concurrency+1 = %" PRId64 " part buffers of %" PRId64
+                          " bytes (%" PRId64 " bytes); lower concurrency or part_size, or raise memory_limit",
+                          limit, c + 1, R->part_size, need);
+    return 0;
+}
+
+static int run_upload(s3x_upload *u, const char *bucket, const char *key, source *src, s3x_result *result) {
+    s3x_result local;
+    if (!result) result = &local;
+    s3x_xfer *x = &u->x;
+    s3x_xfer_begin(x, result);
+    run R;
+    memset(&R, 0, sizeof R);
+    R.u = u;
+    R.x = x;
+    R.bucket = bucket;
+    R.key = key;
+    R.src = *src;
+    R.checksum = (int)x->params[S3X_PARAM_CHECKSUM];
+    R.signed_payload = x->client->params[S3X_PARAM_PAYLOAD_SIGNING] == S3X_PAYLOAD_SIGNED;
+    int64_t strategy = x->params[S3X_PARAM_BUFFER_STRATEGY];
+    if (src->kind == SRC_STREAM) {
+        if (strategy == S3X_BUFFER_UNBUFFERED) {
+            s3x_xfer_end(x);
+            return s3x_seterr(S3X_EINVAL, "buffer_strategy unbuffered needs a seekable source (a file or memory); "
+                                          "streams are always buffered");
+        }
+        R.buffered = 1;
+    } else {
+        R.buffered = strategy == S3X_BUFFER_BUFFERED;
+    }
+    R.part_size = s3x_upload_plan_part_size(u, src->size);
+    int rc = 0;
+    if (R.part_size > MAX_PART) {
+        rc = s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes needs parts of %" PRId64 " bytes, above S3's 5 GiB limit",
+                        src->size, R.part_size);
+        goto out;
+    }
+    if ((rc = check_memory(&R))) goto out;
+    result->part_size = R.part_size;
+    int64_t c = x->params[S3X_PARAM_CONCURRENCY];
+    if (R.buffered) {
+        if (!x->pool_ready || x->pool.kind != (int)x->params[S3X_PARAM_POOL]) {
+            if (x->pool_ready) s3x_pool_release(&x->pool);
+            s3x_pool_init(&x->pool, (int)x->params[S3X_PARAM_POOL], (size_t)R.part_size, (int)(c + 1));
+            x->pool_ready = 1;
+        }
+        x->pool.max_buffers = (int)(c + 1);
+        s3x_pool_reset_counters(&x->pool);
+    }
+    R.parts = calloc(MAX_PARTS, sizeof *R.parts);
+    int64_t nslots = c;
+    if (src->size >= 0) {
+        int64_t nparts = src->size == 0 ? 1 : (src->size + R.part_size - 1) / R.part_size;
+        if (nslots > nparts) nslots = nparts;
+    }
+    R.nslots = (int)nslots;
+    R.slots = calloc((size_t)R.nslots, sizeof *R.slots);
+    if (!R.parts || !R.slots) {
+        rc = s3x_seterr(S3X_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < R.nslots; i++) R.slots[i].run = &R;
+    R.next_part = 1;
+
+    int single;
+    if (src->size >= 0) {
+        single = src->size < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
+    } else {
+        /* A stream: read the first part; if it ends inside it and below the
+         * threshold, one PutObject is enough. */
+        single = 0;
+    }
+    if (src->kind == SRC_STREAM) {
+        /* Peek the first part into a pool buffer to decide. */
+        slot *s = &R.slots[0];
+        s3x_pool *p = &x->pool;
+        s3x_pool_set_size(p, (size_t)R.part_size);
+        int oom = 0;
+        s->buf = s3x_pool_get(p, &oom);
+        if (!s->buf) {
+            rc = s3x_seterr(S3X_ENOMEM, "out of memory allocating a part buffer");
+            goto out;
+        }
+        s->buf_size = p->buf_size;
+        int64_t got = read_stream(&R.src, s->buf, (size_t)R.part_size);
+        if (got < 0) {
+            rc = (int)got;
+            goto out;
+        }
+        single = R.src.eof && got < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
+        if (!single && (rc = create_mpu(&R))) goto out;
+        s->part_number = 1;
+        s->offset = 0;
+        s->size = got;
+        s->attempts = 0;
+        if ((rc = digest_part(&R, s, s->buf))) goto out;
+        R.next_part = 2;
+        R.next_offset = got;
+        if (R.src.eof) R.no_more_parts = 1;
+        if ((rc = start_part(&R, s))) goto out;
+    } else if (!single) {
+        if ((rc = create_mpu(&R))) goto out;
+    }
+    result->multipart = !single;
+    if (single && src->kind != SRC_STREAM) {
+        R.nslots = 1;
+    }
+    if (drive(&R) != 0) {
+        rc = s3x_error_restore(&x->err);
+        goto out;
+    }
+    if (src->kind == SRC_FILE && (rc = file_unchanged(&R))) goto out;
+    if (!single && (rc = complete_mpu(&R))) goto out;
+    result->bytes = R.bytes_done;
+out:
+    if (rc) {
+        s3x_saved_error keep;
+        s3x_error_save(&keep);
+        abort_mpu(&R);
+        s3x_error_restore(&keep);
+        s3x_saved_error_free(&keep);
+    }
+    if (R.slots) {
+        for (int i = 0; i < R.nslots; i++) {
+            slot_release_buffer(&R, &R.slots[i]);
+            s3x_http_req_reset(x->client, &R.slots[i].req);
+        }
+        /* slots beyond nslots (single put shrink) never started */
+    }
+    if (R.parts)
+        for (int i = 0; i < MAX_PARTS; i++) free(R.parts[i].etag);
+    free(R.parts);
+    free(R.slots);
+    free(R.scratch);
+    free(R.upload_id);
+    s3x_xfer_end(x);
+    if (x->pool_ready && x->pool.kind == S3X_POOL_MALLOC) s3x_pool_release(&x->pool);
+    return rc;
+}
+
+static int check_target(const s3x_upload *u, const char *bucket, const char *key) {
+    if (!u) return s3x_seterr(S3X_EINVAL, "upload manager is NULL");
+    if (!bucket || !*bucket) return s3x_seterr(S3X_EINVAL, "bucket name is empty");
+    if (!key || !*key) return s3x_seterr(S3X_EINVAL, "object key is empty");
+    return 0;
+}
+
+int s3x_upload_file(s3x_upload *u, const char *bucket, const char *key, const char *path, s3x_result *result) {
+    int rc = check_target(u, bucket, key);
+    if (rc) return rc;
+    if (!path) return s3x_seterr(S3X_EINVAL, "path is NULL");
+    source s;
+    memset(&s, 0, sizeof s);
+    s.kind = SRC_FILE;
+    s.path = path;
+    s.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (s.fd < 0) return s3x_seterr(S3X_EIO, "cannot open %s: %s", path, strerror(errno));
+    if (fstat(s.fd, &s.st0) != 0) {
+        rc = s3x_seterr(S3X_EIO, "cannot stat %s: %s", path, strerror(errno));
+    } else if (S_ISDIR(s.st0.st_mode)) {
+        rc = s3x_seterr(S3X_EIO, "%s is a directory", path);
+    } else if (!S_ISREG(s.st0.st_mode)) {
+        close(s.fd);
+        /* A FIFO or device given by path: upload it as a stream. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return s3x_seterr(S3X_EIO, "cannot open %s: %s", path, strerror(errno));
+        rc = s3x_upload_fd(u, bucket, key, fd, result);
+        close(fd);
+        return rc;
+    } else {
+        s.size = s.st0.st_size;
+        posix_fadvise(s.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        rc = run_upload(u, bucket, key, &s, result);
+    }
+    close(s.fd);
+    return rc;
+}
+
+int s3x_upload_memory(s3x_upload *u, const char *bucket, const char *key, const void *data, size_t len,
+                      s3x_result *result) {
+    int rc = check_target(u, bucket, key);
+    if (rc) return rc;
+    if (len && !data) return s3x_seterr(S3X_EINVAL, "data is NULL but len is %zu", len);
+    source s;
+    memset(&s, 0, sizeof s);
+    s.kind = SRC_MEM;
+    s.mem = data ? data : "";
+    s.size = (int64_t)len;
+    s.fd = -1;
+    return run_upload(u, bucket, key, &s, result);
+}
+
+int s3x_upload_fd(s3x_upload *u, const char *bucket, const char *key, int fd, s3x_result *result) {
+    int rc = check_target(u, bucket, key);
+    if (rc) return rc;
+    if (fd < 0) return s3x_seterr(S3X_EINVAL, "invalid file descriptor %d", fd);
+    source s;
+    memset(&s, 0, sizeof s);
+    s.kind = SRC_STREAM;
+    s.fd = fd;
+    s.size = -1;
+    s.path = "the input stream";
+    return run_upload(u, bucket, key, &s, result);
+}
+
+int s3x_upload_stream(s3x_upload *u, const char *bucket, const char *key, s3x_read_fn read_fn, s3x_result *result,
+                      void *payload) {
+    int rc = check_target(u, bucket, key);
+    if (rc) return rc;
+    if (!read_fn) return s3x_seterr(S3X_EINVAL, "read_fn is NULL");
+    source s;
+    memset(&s, 0, sizeof s);
+    s.kind = SRC_STREAM;
+    s.fd = -1;
+    s.size = -1;
+    s.read_fn = read_fn;
+    s.read_payload = payload;
+    s.path = "the input stream";
+    return run_upload(u, bucket, key, &s, result);
+}

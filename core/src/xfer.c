@@ -1,0 +1,216 @@
+/* Shared manager machinery: knobs, runs, retry decisions. */
+#include "xfer.h"
+#include "error.h"
+#include "params_internal.h"
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int s3x_xfer_init(s3x_xfer *x, s3x_client *c, unsigned scope) {
+    memset(x, 0, sizeof *x);
+    if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
+    x->client = c;
+    x->scope = scope;
+    s3x_params_defaults(x->params);
+    atomic_init(&x->cancel, 0);
+    return 0;
+}
+
+void s3x_xfer_destroy(s3x_xfer *x) {
+    if (x->pool_ready) s3x_pool_release(&x->pool);
+    s3x_saved_error_free(&x->err);
+}
+
+int s3x_xfer_set(s3x_xfer *x, s3x_param p, int64_t v) {
+    int rc = s3x_param_check(p, v, x->scope);
+    if (rc) return rc;
+    if (p == S3X_PARAM_POOL && x->pool_ready && v != x->params[p]) {
+        s3x_pool_release(&x->pool);
+        x->pool_ready = 0;
+    }
+    x->params[p] = v;
+    return 0;
+}
+
+int s3x_xfer_get(const s3x_xfer *x, s3x_param p, int64_t *v) {
+    const s3x_param_info *pi = s3x_param_info_get(p);
+    if (!v) return s3x_seterr(S3X_EINVAL, "value is NULL");
+    if (!pi || !(pi->scope & x->scope))
+        return s3x_seterr(S3X_EINVAL, "knob %s does not apply to this manager", pi ? pi->name : "?");
+    *v = x->params[p];
+    return 0;
+}
+
+void s3x_xfer_begin(s3x_xfer *x, s3x_result *res) {
+    memset(res, 0, sizeof *res);
+    x->res = res;
+    x->t0 = s3x_now();
+    x->failed = 0;
+    s3x_saved_error_free(&x->err);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s3x_rng_seed(&x->rng, (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)x);
+    s3x_budget_init(&x->budget);
+    s3x_fbt_init(&x->fbt, x->params[S3X_PARAM_SLOW_PART_TIMEOUT], x->params[S3X_PARAM_CONCURRENCY]);
+    if (x->pool_ready) s3x_pool_reset_counters(&x->pool);
+    res->concurrency = x->params[S3X_PARAM_CONCURRENCY];
+}
+
+void s3x_xfer_end(s3x_xfer *x) {
+    s3x_result *r = x->res;
+    r->seconds = s3x_now() - x->t0;
+    if (x->pool_ready) {
+        r->pool_allocations = x->pool.allocations;
+        r->pool_bytes_allocated = x->pool.bytes_allocated;
+        r->peak_buffer_bytes = x->pool.peak_held_bytes;
+        r->buffer_waits = x->pool.waits;
+    }
+    r->slow_part_timeout_ms = s3x_fbt_current(&x->fbt);
+    /* A cancel is for one transfer. */
+    atomic_store(&x->cancel, 0);
+}
+
+void s3x_xfer_fail(s3x_xfer *x) {
+    if (x->failed) return;
+    x->failed = 1;
+    s3x_error_save(&x->err);
+}
+
+int s3x_xfer_failf(s3x_xfer *x, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    s3x_buf b = S3X_BUF_INIT;
+    s3x_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    s3x_seterr(code, "%s", b.data ? b.data : "error");
+    s3x_buf_free(&b);
+    s3x_xfer_fail(x);
+    return code;
+}
+
+int s3x_xfer_progress(s3x_xfer *x, int64_t done, int64_t total) {
+    if (!x->progress) return 0;
+    if (x->progress(done, total, x->progress_payload) != 0) {
+        atomic_store(&x->cancel, 1);
+        return 1;
+    }
+    return 0;
+}
+
+int s3x_xfer_cancelled(s3x_xfer *x) { return atomic_load(&x->cancel) != 0; }
+
+int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_timeout, double *delay_s) {
+    *delay_s = 0;
+    s3x_result *res = x->res;
+    if (!first_byte_timeout && r->curl_rc == CURLE_OK && r->status >= 200 && r->status < 300 && !r->read_failed &&
+        !r->aborted_by_callback) {
+        s3x_budget_refund(&x->budget);
+        return S3X_REQ_OK;
+    }
+    int retryable;
+    int cost = S3X_RETRY_COST;
+    if (first_byte_timeout) {
+        retryable = 1;
+        cost = 0; /* the slow-part retry is an optimisation, not a failure */
+    } else {
+        retryable = s3x_http_retryable(r) && !s3x_xfer_cancelled(x);
+        if (r->curl_rc == CURLE_OPERATION_TIMEDOUT) cost = S3X_RETRY_COST_TIMEOUT;
+    }
+    /* Keep the thread error describing this failure in case it is final. */
+    if (first_byte_timeout)
+        s3x_seterr(S3X_ETIMEOUT, "%s: no response within the %lld ms first-byte timeout", r->op,
+                   (long long)s3x_fbt_current(&x->fbt));
+    else
+        s3x_http_check(x->client, r);
+    if (!retryable) return S3X_REQ_FAIL;
+    if (attempt >= x->params[S3X_PARAM_MAX_ATTEMPTS]) {
+        const s3x_error *e = s3x_error_last();
+        s3x_buf m = S3X_BUF_INIT;
+        s3x_buf_printf(&m, "%s (gave up after %d attempts)", e->message, attempt);
+        s3x_seterr_http(e->code, e->http_status, e->s3_code, e->request_id, "%s", m.data ? m.data : e->message);
+        s3x_buf_free(&m);
+        return S3X_REQ_FAIL;
+    }
+    if (cost && !s3x_budget_take(&x->budget, cost)) {
+        const s3x_error *e = s3x_error_last();
+        s3x_buf m = S3X_BUF_INIT;
+        s3x_buf_printf(&m, "%s (retry budget exhausted: the server keeps failing)", e->message);
+        s3x_seterr_http(e->code, e->http_status, e->s3_code, e->request_id, "%s", m.data ? m.data : e->message);
+        s3x_buf_free(&m);
+        return S3X_REQ_FAIL;
+    }
+    res->retries++;
+    if (first_byte_timeout) {
+        res->retries_first_byte++;
+        *delay_s = 0;
+    } else {
+        if (r->curl_rc == CURLE_OPERATION_TIMEDOUT) res->retries_timeout++;
+        else if (r->curl_rc != CURLE_OK) res->retries_network++;
+        else res->retries_http++;
+        *delay_s = s3x_backoff_delay(&x->rng, attempt);
+    }
+    return S3X_REQ_RETRY;
+}
+
+void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r) {
+    if (r->t_end <= 0 || r->t_start <= 0) return;
+    double whole = (r->t_end - r->t_start) * 1000.0;
+    double ttfb = (r->t_first_byte > 0 && r->t_sent > 0) ? (r->t_first_byte - r->t_sent) * 1000.0 : whole;
+    if (ttfb < 0) ttfb = 0;
+    s3x_fbt_on_success(&x->fbt, whole, ttfb);
+}
+
+void s3x_xfer_tune(s3x_xfer *x, s3x_http_req *r) {
+    (void)x;
+    /* Stall detection: a connection moving under 1 byte/s for 30 s is dropped
+     * (and retried). */
+    curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_TIME, 30L);
+}
+
+static void sleep_s(double s) {
+    if (s <= 0) return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+typedef struct one_state {
+    int done;
+} one_state;
+
+static void one_done(s3x_http_req *r, void *p) {
+    (void)r;
+    ((one_state *)p)->done = 1;
+}
+
+int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r) {
+    for (int attempt = 1;; attempt++) {
+        if (attempt > 1) {
+            /* keep the request description, drop the last response */
+            s3x_http_req_reset(x->client, r);
+        }
+        x->res->requests++;
+        int rc = s3x_http_prepare(x->client, r);
+        if (rc) return rc;
+        s3x_xfer_tune(x, r);
+        one_state st = {0};
+        r->on_done = one_done;
+        r->done_payload = &st;
+        if ((rc = s3x_http_start(x->client, r))) return rc;
+        while (!st.done) {
+            int n = s3x_http_poll(x->client, 200);
+            if (n < 0) {
+                s3x_http_abort(x->client, r);
+                return n;
+            }
+        }
+        r->on_done = NULL;
+        double delay;
+        int v = s3x_xfer_judge(x, r, attempt, 0, &delay);
+        if (v == S3X_REQ_OK) return s3x_http_check(x->client, r);
+        if (v == S3X_REQ_FAIL) return s3x_error_last()->code;
+        sleep_s(delay);
+    }
+}

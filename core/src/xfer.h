@@ -1,0 +1,75 @@
+/* Machinery shared by the upload and download managers (private): the
+ * per-transfer state (knobs, pool, retry policy, counters, cancel flag) and
+ * the steps every part request goes through. */
+#ifndef S3X_XFER_H
+#define S3X_XFER_H
+
+#include <stdatomic.h>
+#include "client_internal.h"
+#include "error.h"
+#include "pool.h"
+#include "retry.h"
+#include "s3xfer/transfer.h"
+
+typedef struct s3x_xfer {
+    s3x_client *client;
+    int64_t params[S3X_PARAM__COUNT];
+    unsigned scope;            /* S3X_SCOPE_UPLOAD or _DOWNLOAD */
+    s3x_pool pool;             /* kept between transfers (CACHE keeps buffers) */
+    int pool_ready;
+    s3x_progress_fn progress;
+    void *progress_payload;
+    atomic_int cancel;
+
+    /* per run */
+    s3x_rng rng;
+    s3x_retry_budget budget;
+    s3x_fbt fbt;
+    s3x_result *res;
+    double t0;
+    int failed;                /* an error is saved in err */
+    s3x_saved_error err;
+} s3x_xfer;
+
+int s3x_xfer_init(s3x_xfer *x, s3x_client *c, unsigned scope);
+void s3x_xfer_destroy(s3x_xfer *x);
+int s3x_xfer_set(s3x_xfer *x, s3x_param p, int64_t v);
+int s3x_xfer_get(const s3x_xfer *x, s3x_param p, int64_t *v);
+
+/* Starts a run: clears the result, seeds jitter, resets policy and counters. */
+void s3x_xfer_begin(s3x_xfer *x, s3x_result *res);
+/* Ends a run: time and pool counters into the result. */
+void s3x_xfer_end(s3x_xfer *x);
+
+/* Records the thread's last error as the run's failure (first one wins). */
+void s3x_xfer_fail(s3x_xfer *x);
+/* Fails the run with a message (sets the thread error too). Returns code. */
+int s3x_xfer_failf(s3x_xfer *x, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Progress report; returns non-zero (and marks cancel) when the callback asks to stop. */
+int s3x_xfer_progress(s3x_xfer *x, int64_t done, int64_t total);
+int s3x_xfer_cancelled(s3x_xfer *x);
+
+/* What to do with a finished request. */
+enum { S3X_REQ_OK = 0, S3X_REQ_RETRY = 1, S3X_REQ_FAIL = 2 };
+/* Classifies a finished request: OK, or RETRY (with *delay_s set and the
+ * retry counted by cause), or FAIL (thread error set by s3x_http_check).
+ * first_byte_timeout: the request was cut by the slow-part timeout. */
+int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_timeout, double *delay_s);
+
+/* Blocking request with the run's retry policy (for CreateMultipartUpload,
+ * CompleteMultipartUpload, AbortMultipartUpload and first GETs). r is reset
+ * and re-prepared between attempts; the caller resets it at the end. */
+int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r);
+
+/* First-byte timeout bookkeeping for a finished successful request. */
+void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r);
+
+/* Sets per-request curl options the managers share (stall detection). */
+void s3x_xfer_tune(s3x_xfer *x, s3x_http_req *r);
+
+#endif

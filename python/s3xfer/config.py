@@ -1,0 +1,152 @@
+"""TransferConfig: the knobs of the upload and download managers."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Dict, Optional, Union
+
+from . import _core
+from ._knobs import KNOBS
+from .errors import InvalidConfigError
+
+
+class BufferStrategy(str, enum.Enum):
+    """How upload parts are read: ``AUTO`` (unbuffered for files), ``BUFFERED``, ``UNBUFFERED``."""
+    AUTO = "auto"
+    BUFFERED = "buffered"
+    UNBUFFERED = "unbuffered"
+
+
+class Pool(str, enum.Enum):
+    """Part-buffer pool: ``BOUNDED`` (concurrency+1 buffers), ``CACHE`` (unbounded), ``MALLOC``."""
+    BOUNDED = "bounded"
+    CACHE = "cache"
+    MALLOC = "malloc"
+
+
+class Checksum(str, enum.Enum):
+    """Per-part checksum sent to and checked by the server."""
+    NONE = "none"
+    CRC32C = "crc32c"
+    CRC32 = "crc32"
+    SHA256 = "sha256"
+    MD5 = "md5"
+
+
+_ENUMS = {
+    "buffer_strategy": (BufferStrategy, {"auto": _core.S3X_BUFFER_AUTO, "buffered": _core.S3X_BUFFER_BUFFERED,
+                                         "unbuffered": _core.S3X_BUFFER_UNBUFFERED}),
+    "pool": (Pool, {"bounded": _core.S3X_POOL_BOUNDED, "cache": _core.S3X_POOL_CACHE,
+                    "malloc": _core.S3X_POOL_MALLOC}),
+    "checksum": (Checksum, {"none": _core.S3X_CHECKSUM_NONE, "crc32c": _core.S3X_CHECKSUM_CRC32C,
+                            "crc32": _core.S3X_CHECKSUM_CRC32, "sha256": _core.S3X_CHECKSUM_SHA256,
+                            "md5": _core.S3X_CHECKSUM_MD5}),
+}
+
+# Knobs that only one manager takes.
+_UPLOAD_ONLY = {"multipart_threshold", "buffer_strategy", "checksum", "leave_parts_on_error", "size_hint"}
+_DOWNLOAD_ONLY = {"validate_checksum"}
+
+
+def _enum_value(name: str, value: Any) -> int:
+    cls, table = _ENUMS[name]
+    if value is None and name == "checksum":
+        value = "none"
+    if isinstance(value, cls):
+        value = value.value
+    if isinstance(value, str) and value.lower() in table:
+        return table[value.lower()]
+    raise InvalidConfigError(f"{name} must be one of {sorted(table)}, got {value!r}", errno=-1)
+
+
+class TransferConfig:
+    """Knobs for uploads and downloads. Every argument left as None keeps the
+    library's default. Bounds come from the C library and are checked here,
+    with an error that names the knob and its range.
+
+    Args:
+        part_size: bytes per part / range (5 MiB .. 5 GiB).
+        multipart_threshold: uploads below this size use one PutObject.
+        concurrency: requests in flight (1 .. 1024).
+        buffer_strategy: "auto" | "buffered" | "unbuffered" (uploads).
+        pool: "bounded" | "cache" | "malloc".
+        memory_limit: bytes of part buffers a transfer may hold (0 = none).
+        checksum: None | "crc32c" | "crc32" | "sha256" | "md5" (uploads).
+        leave_parts_on_error: keep the parts of a failed multipart upload.
+        max_attempts: attempts per request (1 .. 100).
+        slow_part_timeout: "off", "dynamic" or a first-byte timeout in ms.
+        validate_checksum: check full-object checksums on download.
+        size_hint: expected size of a stream of unknown length.
+    """
+
+    _FIELDS = ("part_size", "multipart_threshold", "concurrency", "buffer_strategy", "pool", "memory_limit",
+               "checksum", "leave_parts_on_error", "max_attempts", "slow_part_timeout", "validate_checksum",
+               "size_hint")
+
+    def __init__(self, part_size: Optional[int] = None, multipart_threshold: Optional[int] = None,
+                 concurrency: Optional[int] = None,
+                 buffer_strategy: Union[str, BufferStrategy, None] = None,
+                 pool: Union[str, Pool, None] = None, memory_limit: Optional[int] = None,
+                 checksum: Union[str, Checksum, None] = None, leave_parts_on_error: Optional[bool] = None,
+                 max_attempts: Optional[int] = None, slow_part_timeout: Union[str, int, None] = None,
+                 validate_checksum: Optional[bool] = None, size_hint: Optional[int] = None):
+        self._values: Dict[str, int] = {}
+        given = dict(part_size=part_size, multipart_threshold=multipart_threshold, concurrency=concurrency,
+                     buffer_strategy=buffer_strategy, pool=pool, memory_limit=memory_limit, checksum=checksum,
+                     leave_parts_on_error=leave_parts_on_error, max_attempts=max_attempts,
+                     slow_part_timeout=slow_part_timeout, validate_checksum=validate_checksum,
+                     size_hint=size_hint)
+        self._given = {k: v for k, v in given.items() if v is not None}
+        for name, value in self._given.items():
+            self._values[name] = self._convert(name, value)
+
+    @staticmethod
+    def _convert(name: str, value: Any) -> int:
+        if name in _ENUMS:
+            v = _enum_value(name, value)
+        elif name == "slow_part_timeout":
+            if isinstance(value, str):
+                table = {"off": _core.S3X_SLOW_PART_OFF, "dynamic": _core.S3X_SLOW_PART_DYNAMIC}
+                if value.lower() not in table:
+                    raise InvalidConfigError(
+                        f"slow_part_timeout must be 'off', 'dynamic' or milliseconds, got {value!r}", errno=-1)
+                v = table[value.lower()]
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidConfigError(f"slow_part_timeout must be 'off', 'dynamic' or an int, got {value!r}",
+                                         errno=-1)
+            elif value <= 0:
+                raise InvalidConfigError(f"slow_part_timeout in milliseconds must be > 0, got {value}", errno=-1)
+            else:
+                v = value
+        elif isinstance(value, bool):
+            v = int(value)
+        elif isinstance(value, int):
+            v = value
+        else:
+            raise InvalidConfigError(f"{name} must be an int, got {type(value).__name__}", errno=-1)
+        k = KNOBS[name]
+        if not (k.lo <= v <= k.hi):
+            raise InvalidConfigError(f"{name} = {value!r} is out of range [{k.lo}, {k.hi}]", errno=-1)
+        return v
+
+    def knobs(self, manager: str) -> Dict[int, int]:
+        """{C knob id: value} for "upload" or "download" (knobs of the other one dropped)."""
+        skip = _DOWNLOAD_ONLY if manager == "upload" else _UPLOAD_ONLY
+        return {KNOBS[n].id: v for n, v in self._values.items() if n not in skip}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in TransferConfig._FIELDS:
+            if name in self._given:
+                return self._given[name]
+            return KNOBS[name].default
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._given.items())
+        return f"TransferConfig({args})"
+
+    @staticmethod
+    def bounds(name: str):
+        """(lo, hi, default) of a knob as the C library reports it."""
+        k = KNOBS[name]
+        return k.lo, k.hi, k.default
