@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "s3xfer/s3xfer.h"
@@ -31,6 +32,20 @@ static void usage(FILE *f) {
             "  --ca-bundle PATH    CA certificates for https endpoints\n"
             "  --no-verify-ssl     do not verify TLS certificates\n"
             "  --addressing-style auto|path|virtual\n"
+            "  --unsigned-payload  sign requests with UNSIGNED-PAYLOAD (no SHA-256 of bodies)\n"
+            "\n"
+            "transfer options (cp):\n"
+            "  --part-size SIZE            part / range size, e.g. 8MiB (5MiB .. 5GiB)\n"
+            "  --concurrency N             requests in flight\n"
+            "  --buffer-strategy auto|buffered|unbuffered   how upload parts are read\n"
+            "  --pool bounded|cache|malloc part-buffer pool\n"
+            "  --checksum none|crc32c|crc32|sha256|md5      per-part upload checksum\n"
+            "  --memory-limit SIZE         bytes of part buffers a transfer may hold\n"
+            "  --multipart-threshold SIZE  uploads below this use one PutObject\n"
+            "  --size-hint SIZE            expected size of stdin (sizes its parts)\n"
+            "  --max-attempts N            attempts per request\n"
+            "  --slow-part-timeout off|dynamic|MS   first-byte timeout for parts\n"
+            "  --progress / --no-progress  progress bar (default: when stderr is a terminal)\n"
             "  -q, --quiet         print nothing on success\n"
             "  -h, --help          this help\n"
             "  --version           print the version\n",
@@ -71,147 +86,146 @@ static void s3url_free(s3url *u) {
 
 /* ---- cp ----------------------------------------------------------------------- */
 
-typedef struct file_src {
-    int fd;
-} file_src;
+typedef struct knobs {
+    int64_t v[S3X_PARAM__COUNT];
+    int set[S3X_PARAM__COUNT];
+    int progress; /* -1 auto (a terminal), 0 off, 1 on */
+} knobs;
 
-static int64_t read_fd(void *buf, size_t cap, void *payload) {
-    file_src *s = payload;
-    for (;;) {
-        ssize_t n = read(s->fd, buf, cap);
-        if (n >= 0) return n;
-        if (errno != EINTR) return -1;
-    }
+typedef struct bar {
+    int64_t last_done;
+    double t0, last_draw;
+    int drawn;
+} bar;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int write_fd(const void *data, size_t len, void *payload) {
-    int fd = *(int *)payload;
-    const char *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return 1;
-        }
-        p += n;
-        len -= (size_t)n;
+static void human(char *out, size_t n, double v) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024 && i < 4) {
+        v /= 1024;
+        i++;
     }
-    return 0;
+    snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
 }
 
-static int cp_upload(s3x_client *c, const char *src, const s3url *dst, int quiet) {
-    if (!*dst->key) return usage_error("destination needs a key: s3://bucket/key");
-    int fd = strcmp(src, "-") ? open(src, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
-    if (fd < 0) {
-        fprintf(stderr, "%s: cannot open %s: %s\n", g_prog, src, strerror(errno));
-        return 1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "%s: %s: %s\n", g_prog, src, S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
-        if (fd != STDIN_FILENO) close(fd);
-        return 1;
-    }
-    int rc;
-    char *etag = NULL;
-    int64_t size = 0;
-    if (S_ISREG(st.st_mode)) {
-        size = st.st_size;
-        file_src s = {fd};
-        rc = s3x_put_object_stream(c, dst->bucket, dst->key, size, read_fd, &etag, &s);
+static int draw_bar(int64_t done, int64_t total, void *payload) {
+    bar *b = payload;
+    double t = now_s();
+    if (done != total && t - b->last_draw < 0.2) return 0;
+    b->last_draw = t;
+    char d[32], tot[32], rate[32];
+    human(d, sizeof d, (double)done);
+    human(tot, sizeof tot, (double)(total < 0 ? 0 : total));
+    human(rate, sizeof rate, t > b->t0 ? (double)done / (t - b->t0) : 0);
+    if (total > 0) {
+        int width = 30, fill = (int)((double)width * (double)done / (double)total);
+        char line[64];
+        for (int i = 0; i < width; i++) line[i] = i < fill ? '#' : '.';
+        line[width] = '\0';
+        fprintf(stderr, "\r[%s] %5.1f%% %s / %s  %s/s   ", line, 100.0 * (double)done / (double)total, d, tot, rate);
     } else {
-        /* A pipe: read it whole (single PUT needs the length up front). */
-        size_t cap = 1 << 20, len = 0;
-        char *buf = malloc(cap);
-        rc = buf ? 0 : -1;
-        for (;;) {
-            if (!buf) break;
-            if (len == cap) {
-                char *nb = realloc(buf, cap * 2);
-                if (!nb) { rc = -1; break; }
-                buf = nb;
-                cap *= 2;
-            }
-            ssize_t n = read(fd, buf + len, cap - len);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) { rc = -1; break; }
-            if (n == 0) break;
-            len += (size_t)n;
-        }
-        if (rc) {
-            free(buf);
-            fprintf(stderr, "%s: reading %s failed: %s\n", g_prog, src, strerror(errno));
-            return 1;
-        }
-        size = (int64_t)len;
-        rc = s3x_put_object(c, dst->bucket, dst->key, buf, len, NULL, &etag);
-        free(buf);
+        fprintf(stderr, "\r%s  %s/s   ", d, rate);
     }
-    if (fd != STDIN_FILENO) close(fd);
+    b->drawn = 1;
+    return 0;
+}
+
+static void end_bar(bar *b) {
+    if (b->drawn) fputc('\n', stderr);
+}
+
+static int apply_upload(s3x_upload *u, const knobs *k) {
+    for (int i = 0; i < S3X_PARAM__COUNT; i++)
+        if (k->set[i] && i != S3X_PARAM_VALIDATE_CHECKSUM && s3x_upload_set(u, (s3x_param)i, k->v[i])) return -1;
+    return 0;
+}
+
+static int apply_download(s3x_download *d, const knobs *k) {
+    for (int i = 0; i < S3X_PARAM__COUNT; i++) {
+        if (!k->set[i]) continue;
+        if (i == S3X_PARAM_BUFFER_STRATEGY || i == S3X_PARAM_CHECKSUM || i == S3X_PARAM_MULTIPART_THRESHOLD ||
+            i == S3X_PARAM_LEAVE_PARTS_ON_ERROR || i == S3X_PARAM_SIZE_HINT)
+            continue; /* upload-only knobs */
+        if (s3x_download_set(d, (s3x_param)i, k->v[i])) return -1;
+    }
+    return 0;
+}
+
+static void summary(const char *verb, const char *from, const char *to, const s3x_result *r) {
+    char b[32], rate[32];
+    human(b, sizeof b, (double)r->bytes);
+    human(rate, sizeof rate, r->seconds > 0 ? (double)r->bytes / r->seconds : 0);
+    printf("%s: %s to %s (%s in %.2f s, %s/s, %" PRId64 " part%s, %" PRId64 " request%s, %" PRId64 " retr%s)\n", verb,
+           from, to, b, r->seconds, rate, r->parts, r->parts == 1 ? "" : "s", r->requests, r->requests == 1 ? "" : "s",
+           r->retries, r->retries == 1 ? "y" : "ies");
+}
+
+static int cp_upload(s3x_client *c, const char *src, const s3url *dst, const knobs *k, int quiet) {
+    if (!*dst->key) return usage_error("destination needs a key: s3://bucket/key");
+    s3x_upload *u = NULL;
+    if (s3x_upload_new(&u, c)) return fail("upload failed");
+    if (apply_upload(u, k)) {
+        s3x_upload_free(u);
+        return fail("invalid option");
+    }
+    bar b = {0, now_s(), 0, 0};
+    int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
+    if (show) s3x_upload_set_progress(u, draw_bar, &b);
+    s3x_result r;
+    int rc = strcmp(src, "-") ? s3x_upload_file(u, dst->bucket, dst->key, src, &r)
+                              : s3x_upload_fd(u, dst->bucket, dst->key, STDIN_FILENO, &r);
+    if (show) end_bar(&b);
+    s3x_upload_free(u);
     if (rc) return fail("upload failed");
-    if (!quiet) printf("upload: %s to s3://%s/%s (%" PRId64 " bytes, ETag %s)\n", src, dst->bucket, dst->key, size, etag);
-    s3x_free(etag);
+    if (!quiet) {
+        char to[1024];
+        snprintf(to, sizeof to, "s3://%s/%s", dst->bucket, dst->key);
+        summary("upload", src, to, &r);
+    }
     return 0;
 }
 
-static int cp_download(s3x_client *c, const s3url *src, const char *dst, int quiet) {
+static int cp_download(s3x_client *c, const s3url *src, const char *dst, const knobs *k, int quiet) {
     if (!*src->key) return usage_error("source needs a key: s3://bucket/key");
-    s3x_object_info info;
-    memset(&info, 0, sizeof info);
-    if (strcmp(dst, "-") == 0) {
-        int fd = STDOUT_FILENO;
-        int rc = s3x_get_object_stream(c, src->bucket, src->key, -1, -1, write_fd, &info, &fd);
-        s3x_object_info_clear(&info);
-        return rc ? fail("download failed") : 0;
+    s3x_download *d = NULL;
+    if (s3x_download_new(&d, c)) return fail("download failed");
+    if (apply_download(d, k)) {
+        s3x_download_free(d);
+        return fail("invalid option");
     }
-    /* Write beside the target and rename only when every byte arrived. */
-    size_t n = strlen(dst) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) return 1;
-    snprintf(tmp, n, "%s.s3xfer-%ld.tmp", dst, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "%s: cannot create %s: %s\n", g_prog, dst, strerror(errno));
-        free(tmp);
-        return 1;
+    int to_stdout = strcmp(dst, "-") == 0;
+    bar b = {0, now_s(), 0, 0};
+    int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
+    if (show) s3x_download_set_progress(d, draw_bar, &b);
+    s3x_result r;
+    int rc = to_stdout ? s3x_download_fd(d, src->bucket, src->key, STDOUT_FILENO, &r)
+                       : s3x_download_file(d, src->bucket, src->key, dst, &r);
+    if (show) end_bar(&b);
+    s3x_download_free(d);
+    if (rc) return fail("download failed");
+    if (!quiet && !to_stdout) {
+        char from[1024];
+        snprintf(from, sizeof from, "s3://%s/%s", src->bucket, src->key);
+        summary("download", from, dst, &r);
     }
-    int rc = s3x_get_object_stream(c, src->bucket, src->key, -1, -1, write_fd, &info, &fd);
-    if (close(fd) != 0 && !rc) {
-        fprintf(stderr, "%s: writing %s failed: %s\n", g_prog, dst, strerror(errno));
-        rc = -1;
-        unlink(tmp);
-        free(tmp);
-        s3x_object_info_clear(&info);
-        return 1;
-    }
-    if (rc) {
-        unlink(tmp);
-        free(tmp);
-        s3x_object_info_clear(&info);
-        return fail("download failed");
-    }
-    if (rename(tmp, dst) != 0) {
-        fprintf(stderr, "%s: cannot rename onto %s: %s\n", g_prog, dst, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        s3x_object_info_clear(&info);
-        return 1;
-    }
-    if (!quiet) printf("download: s3://%s/%s to %s (%" PRId64 " bytes)\n", src->bucket, src->key, dst, info.size);
-    free(tmp);
-    s3x_object_info_clear(&info);
     return 0;
 }
 
-static int cmd_cp(s3x_client *c, int argc, char **argv, int quiet) {
+static int cmd_cp(s3x_client *c, int argc, char **argv, const knobs *k, int quiet) {
     if (argc != 2) return usage_error("cp needs SRC and DST");
     s3url s = {0}, d = {0};
     int ss = parse_s3(argv[0], &s), ds = parse_s3(argv[1], &d);
     int rc;
     if (ss && ds) rc = usage_error("copying between two S3 locations is not supported yet");
     else if (!ss && !ds) rc = usage_error("one of SRC and DST must be an s3:// URL");
-    else if (ds) rc = cp_upload(c, argv[0], &d, quiet);
-    else rc = cp_download(c, &s, argv[1], quiet);
+    else if (ds) rc = cp_upload(c, argv[0], &d, k, quiet);
+    else rc = cp_download(c, &s, argv[1], k, quiet);
     s3url_free(&s);
     s3url_free(&d);
     return rc;
@@ -274,8 +288,63 @@ static int cmd_rm(s3x_client *c, int argc, char **argv, int quiet) {
     return rc;
 }
 
+/* "8MiB", "8M", "100k", "5GiB", "123" -> bytes (or a plain count). */
+static int parse_size(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || v < 0) return -1;
+    int64_t mul = 1;
+    if (*end) {
+        char u = (char)(*end | 0x20);
+        if (u == 'k') mul = 1024;
+        else if (u == 'm') mul = 1024 * 1024;
+        else if (u == 'g') mul = 1024LL * 1024 * 1024;
+        else if (u == 't') mul = 1024LL * 1024 * 1024 * 1024;
+        else if (u != 'b') return -1;
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+        if (*end) return -1;
+    }
+    *out = (int64_t)(v * (double)mul);
+    return 0;
+}
+
+static int set_size(knobs *k, s3x_param p, const char *arg, const char *flag) {
+    int64_t v, lo, hi;
+    if (parse_size(arg, &v) != 0) {
+        fprintf(stderr, "%s: %s: '%s' is not a number or size\n", g_prog, flag, arg);
+        return 2;
+    }
+    s3x_param_bounds(p, &lo, &hi);
+    if (v < lo || v > hi) {
+        fprintf(stderr, "%s: %s %s is out of range [%" PRId64 ", %" PRId64 "]\n", g_prog, flag, arg, lo, hi);
+        return 2;
+    }
+    k->v[p] = v;
+    k->set[p] = 1;
+    return 0;
+}
+
+static int set_enum(knobs *k, s3x_param p, const char *arg, const char *flag, const char *a, const char *b,
+                    const char *c, const char *d, const char *e) {
+    const char *names[] = {a, b, c, d, e};
+    for (int i = 0; i < 5; i++) {
+        if (names[i] && !strcmp(arg, names[i])) {
+            k->v[p] = i;
+            k->set[p] = 1;
+            return 0;
+        }
+    }
+    fprintf(stderr, "%s: %s must be one of %s%s%s%s%s%s%s%s%s, got '%s'\n", g_prog, flag, a, b ? ", " : "", b ? b : "",
+            c ? ", " : "", c ? c : "", d ? ", " : "", d ? d : "", e ? ", " : "", e ? e : "", arg);
+    return 2;
+}
+
 int main(int argc, char **argv) {
-    enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION };
+    enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
+           O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -286,13 +355,29 @@ int main(int argc, char **argv) {
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, O_VERSION},
+        {"part-size", required_argument, 0, O_PART},
+        {"concurrency", required_argument, 0, O_CONC},
+        {"buffer-strategy", required_argument, 0, O_STRAT},
+        {"pool", required_argument, 0, O_POOL},
+        {"checksum", required_argument, 0, O_CSUM},
+        {"max-attempts", required_argument, 0, O_ATTEMPTS},
+        {"slow-part-timeout", required_argument, 0, O_SLOW},
+        {"memory-limit", required_argument, 0, O_MEM},
+        {"size-hint", required_argument, 0, O_HINT},
+        {"multipart-threshold", required_argument, 0, O_THRESH},
+        {"progress", no_argument, 0, O_PROGRESS},
+        {"no-progress", no_argument, 0, O_NOPROGRESS},
+        {"unsigned-payload", no_argument, 0, O_UNSIGNED},
         {0, 0, 0, 0},
     };
     const char *endpoint = NULL, *region = NULL, *profile = NULL, *ca = NULL, *addr = NULL;
-    int noverify = 0, quiet = 0;
-    int ch;
-    /* '+': stop at the first non-option (the command). */
-    while ((ch = getopt_long(argc, argv, "+qh", opts, NULL)) != -1) {
+    int noverify = 0, quiet = 0, unsigned_payload = 0;
+    knobs k;
+    memset(&k, 0, sizeof k);
+    k.progress = -1;
+    int ch, bad;
+    /* Options may come before or after the command and its arguments. */
+    while ((ch = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
         switch (ch) {
         case O_ENDPOINT: endpoint = optarg; break;
         case O_REGION: region = optarg; break;
@@ -303,6 +388,23 @@ int main(int argc, char **argv) {
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         case O_VERSION: printf("s3xfer %s\n", s3x_version()); return 0;
+        case O_PART: bad = set_size(&k, S3X_PARAM_PART_SIZE, optarg, "--part-size"); if (bad) return bad; break;
+        case O_MEM: bad = set_size(&k, S3X_PARAM_MEMORY_LIMIT, optarg, "--memory-limit"); if (bad) return bad; break;
+        case O_HINT: bad = set_size(&k, S3X_PARAM_SIZE_HINT, optarg, "--size-hint"); if (bad) return bad; break;
+        case O_THRESH: bad = set_size(&k, S3X_PARAM_MULTIPART_THRESHOLD, optarg, "--multipart-threshold"); if (bad) return bad; break;
+        case O_CONC: bad = set_size(&k, S3X_PARAM_CONCURRENCY, optarg, "--concurrency"); if (bad) return bad; break;
+        case O_ATTEMPTS: bad = set_size(&k, S3X_PARAM_MAX_ATTEMPTS, optarg, "--max-attempts"); if (bad) return bad; break;
+        case O_STRAT: bad = set_enum(&k, S3X_PARAM_BUFFER_STRATEGY, optarg, "--buffer-strategy", "auto", "buffered", "unbuffered", NULL, NULL); if (bad) return bad; break;
+        case O_POOL: bad = set_enum(&k, S3X_PARAM_POOL, optarg, "--pool", "bounded", "cache", "malloc", NULL, NULL); if (bad) return bad; break;
+        case O_CSUM: bad = set_enum(&k, S3X_PARAM_CHECKSUM, optarg, "--checksum", "none", "crc32c", "crc32", "sha256", "md5"); if (bad) return bad; break;
+        case O_SLOW:
+            if (!strcmp(optarg, "off")) { k.v[S3X_PARAM_SLOW_PART_TIMEOUT] = S3X_SLOW_PART_OFF; k.set[S3X_PARAM_SLOW_PART_TIMEOUT] = 1; }
+            else if (!strcmp(optarg, "dynamic")) { k.v[S3X_PARAM_SLOW_PART_TIMEOUT] = S3X_SLOW_PART_DYNAMIC; k.set[S3X_PARAM_SLOW_PART_TIMEOUT] = 1; }
+            else { bad = set_size(&k, S3X_PARAM_SLOW_PART_TIMEOUT, optarg, "--slow-part-timeout"); if (bad) return bad; }
+            break;
+        case O_PROGRESS: k.progress = 1; break;
+        case O_NOPROGRESS: k.progress = 0; break;
+        case O_UNSIGNED: unsigned_payload = 1; break;
         default: usage(stderr); return 2;
         }
     }
@@ -322,6 +424,8 @@ int main(int argc, char **argv) {
     if (!rc && profile && s3x_client_set_string(c, S3X_CLIENT_PROFILE, profile)) rc = fail("--profile");
     if (!rc && ca && s3x_client_set_string(c, S3X_CLIENT_CA_BUNDLE, ca)) rc = fail("--ca-bundle");
     if (!rc && noverify && s3x_client_set(c, S3X_PARAM_VERIFY_TLS, 0)) rc = fail("--no-verify-ssl");
+    if (!rc && unsigned_payload && s3x_client_set(c, S3X_PARAM_PAYLOAD_SIGNING, S3X_PAYLOAD_UNSIGNED))
+        rc = fail("--unsigned-payload");
     if (!rc && addr) {
         int64_t v = !strcmp(addr, "auto") ? S3X_ADDRESSING_AUTO
                     : !strcmp(addr, "path") ? S3X_ADDRESSING_PATH
@@ -330,7 +434,7 @@ int main(int argc, char **argv) {
         else if (s3x_client_set(c, S3X_PARAM_ADDRESSING_STYLE, v)) rc = fail("--addressing-style");
     }
     if (!rc) {
-        if (!strcmp(cmd, "cp")) rc = cmd_cp(c, cargc, cargv, quiet);
+        if (!strcmp(cmd, "cp")) rc = cmd_cp(c, cargc, cargv, &k, quiet);
         else if (!strcmp(cmd, "ls")) rc = cmd_ls(c, cargc, cargv);
         else if (!strcmp(cmd, "mb")) rc = cmd_bucket(c, cargc, cargv, 1, quiet);
         else if (!strcmp(cmd, "rb")) rc = cmd_bucket(c, cargc, cargv, 0, quiet);

@@ -317,12 +317,15 @@ static int64_t readinto_tramp(void *buf, size_t cap, void *payload) {
             }
             Py_DECREF(r);
         }
+        if (n < 0) keep_exception(cb);
         /* The memory is C's: make sure Python keeps no view of it. */
         PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
+        if (!rel) PyErr_Clear();
         Py_XDECREF(rel);
         Py_DECREF(mv);
+    } else {
+        keep_exception(cb);
     }
-    if (n < 0) keep_exception(cb);
     PyGILState_Release(g);
     return n;
 }
@@ -335,13 +338,14 @@ static int write_tramp(const void *data, size_t len, void *payload) {
     while (off < len) {
         PyObject *mv = PyMemoryView_FromMemory((char *)data + off, (Py_ssize_t)(len - off), PyBUF_READ);
         PyObject *r = mv ? PyObject_CallMethod(cb->stream, "write", "O", mv) : NULL;
+        if (!r) keep_exception(cb);
         if (mv) {
             PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
+            if (!rel) PyErr_Clear();
             Py_XDECREF(rel);
             Py_DECREF(mv);
         }
         if (!r) {
-            keep_exception(cb);
             stop = 1;
             break;
         }

@@ -21,7 +21,11 @@ int s3x_buf_printf(s3x_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-int s3x_buf_vprintf(s3x_buf *b, const char *fmt, va_list ap);
+int s3x_buf_vprintf(s3x_buf *b, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 0)))
+#endif
+    ;
 void s3x_buf_clear(s3x_buf *b);  /* len = 0, keeps memory */
 void s3x_buf_free(s3x_buf *b);   /* releases memory, back to S3X_BUF_INIT */
 /* Transfers ownership of the data to the caller (never NULL on success; "" for empty). */

@@ -60,8 +60,25 @@ static void clear_resolved(s3x_client *c) {
     c->sign_date[0] = '\0';
 }
 
+int s3x_client_bucket_known(s3x_client *c, const char *bucket) {
+    for (size_t i = 0; i < sizeof c->known_buckets / sizeof c->known_buckets[0]; i++)
+        if (c->known_buckets[i] && !strcmp(c->known_buckets[i], bucket)) return 1;
+    return 0;
+}
+
+void s3x_client_bucket_remember(s3x_client *c, const char *bucket) {
+    const size_t n = sizeof c->known_buckets / sizeof c->known_buckets[0];
+    if (s3x_client_bucket_known(c, bucket)) return;
+    char *copy = xstrdup(bucket);
+    if (!copy) return;
+    free(c->known_buckets[n - 1]);
+    memmove(&c->known_buckets[1], &c->known_buckets[0], (n - 1) * sizeof c->known_buckets[0]);
+    c->known_buckets[0] = copy;
+}
+
 void s3x_client_free(s3x_client *c) {
     if (!c) return;
+    for (size_t i = 0; i < sizeof c->known_buckets / sizeof c->known_buckets[0]; i++) free(c->known_buckets[i]);
     for (size_t i = 0; i < c->nidle; i++) curl_easy_cleanup(c->idle[i]);
     free(c->idle);
     if (c->multi) curl_multi_cleanup(c->multi);

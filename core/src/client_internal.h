@@ -26,6 +26,8 @@ struct s3x_client {
     CURL **idle;        /* easy handles kept for reuse */
     size_t nidle, idle_cap;
 
+    char *known_buckets[8];   /* buckets seen to exist (HeadBucket), most recent first */
+
     char sign_date[9];  /* signing-key cache: the date it was derived for */
     unsigned char sign_key[32];
 };
@@ -126,3 +128,7 @@ void s3x_http_req_reset(s3x_client *c, s3x_http_req *r);
  * checksums); handles the 200-with-error case. */
 int s3x_complete_multipart_raw(s3x_client *c, const char *bucket, const char *key, const char *upload_id,
                                const char *body, size_t blen, s3x_http_req *unused, char **etag_out);
+
+/* 1 if bucket was seen to exist by this client; remembers it when add. */
+int s3x_client_bucket_known(s3x_client *c, const char *bucket);
+void s3x_client_bucket_remember(s3x_client *c, const char *bucket);

@@ -64,6 +64,7 @@ typedef struct drun {
     int nslots;
     int write_errno;
     int whole_in_first;       /* the first response carried the whole object */
+    int too_big;              /* DST_MEM: the object does not fit the caller's buffer */
     char *checksum_hdr_name;  /* from the first response (full object only) */
     char *checksum_value;
     s3x_hasher hasher;        /* over the whole object when it came in one response */
@@ -116,6 +117,8 @@ void s3x_download_cancel(s3x_download *d) {
 
 /* ---- bodies --------------------------------------------------------------------- */
 
+static int64_t total_from_range(const char *cr);
+
 static int on_body(const void *data, size_t len, void *payload) {
     rslot *s = payload;
     drun *R = s->run;
@@ -131,6 +134,13 @@ static int on_body(const void *data, size_t len, void *payload) {
     if (s->got + (int64_t)len > cap) {
         s->bad = 1;
         return 1;
+    }
+    if (s->index == 0 && s->got == 0 && R->kind == DST_MEM) {
+        int64_t total = r->status == 206 ? total_from_range(r->content_range) : r->content_length;
+        if (total >= 0 && (uint64_t)total > R->mem_cap) {
+            R->too_big = 1;
+            return 1;
+        }
     }
     if (s->index == 0 && s->got == 0) {
         /* A full-object checksum in the headers: hash what arrives (composite
@@ -290,6 +300,13 @@ static void on_range_done(s3x_http_req *r, void *payload) {
     int short_body = r->curl_rc == CURLE_OK && (r->status == 200 || r->status == 206) &&
                      ((r->content_length >= 0 && s->got != r->content_length) ||
                       (s->size >= 0 && !(s->index == 0 && R->total < 0) && s->got != s->size));
+    if (R->too_big) {
+        int64_t total = r->status == 206 ? total_from_range(r->content_range) : r->content_length;
+        s3x_xfer_failf(x, S3X_ELIMIT, "s3://%s/%s is %" PRId64 " bytes, larger than the %zu-byte buffer", R->bucket,
+                       R->key, total, R->mem_cap);
+        s->state = RS_FREE;
+        return;
+    }
     if (s->bad && R->write_errno) {
         s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
                        strerror(R->write_errno));

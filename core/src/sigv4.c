@@ -199,9 +199,15 @@ static int check_payload_hash(const char *h) {
     int hex = n == 64;
     for (size_t i = 0; hex && i < n; i++)
         if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) hex = 0;
-    if (hex || strncmp(h, "UNSIGNED-PAYLOAD", 16) == 0 || strncmp(h, "STREAMING-", 10) == 0) return 0;
-    return s3x_seterr(S3X_EINVAL,
-                      "SigV4: payload_hash must be 64 lowercase hex digits or UNSIGNED-PAYLOAD");
+    /* STREAMING-* are the aws-chunked forms (STREAMING-UNSIGNED-PAYLOAD-TRAILER...). */
+    if (hex || strcmp(h, S3X_UNSIGNED_PAYLOAD) == 0 || strncmp(h, "STREAMING-", 10) == 0) {
+        for (const char *p = h; *p; p++)
+            if (!is_tchar((unsigned char)*p)) goto bad;
+        return 0;
+    }
+bad:
+    return s3x_seterr(S3X_EINVAL, "SigV4: payload_hash must be 64 lowercase hex digits, UNSIGNED-PAYLOAD "
+                                  "or STREAMING-...");
 }
 
 static int is_ows(unsigned char c) { return c == ' ' || c == '\t'; }

@@ -432,6 +432,31 @@ static int feed_slot(run *R, slot *s) {
 
 /* ---- the run -------------------------------------------------------------------- */
 
+/* Some servers create a missing bucket on the first write; an upload to a
+ * bucket that does not exist must fail instead, before anything is written.
+ * A client checks each bucket once (HeadBucket) and remembers it. */
+static int check_bucket_exists(run *R) {
+    s3x_client *c = R->x->client;
+    if (s3x_client_bucket_known(c, R->bucket)) return 0;
+    s3x_http_req r;
+    memset(&r, 0, sizeof r);
+    r.op = "HeadBucket";
+    r.method = "HEAD";
+    r.bucket = R->bucket;
+    int rc = s3x_xfer_perform(R->x, &r);
+    long status = r.status;
+    s3x_http_req_reset(c, &r);
+    if (rc == 0) {
+        s3x_client_bucket_remember(c, R->bucket);
+        return 0;
+    }
+    if (status == 404)
+        return s3x_seterr_http(S3X_EHTTP, 404, "NoSuchBucket", NULL, "upload to s3://%s/%s: bucket %s does not exist",
+                               R->bucket, R->key, R->bucket);
+    if (status == 403) return 0; /* not allowed to ask: let the upload itself tell */
+    return rc;
+}
+
 static int create_mpu(run *R) {
     s3x_http_req r;
     memset(&r, 0, sizeof r);
@@ -604,10 +629,10 @@ static int drive(run *R) {
     return R->x->failed ? -1 : 0;
 }
 
-static int check_memory(run *R) {
+static int check_memory(run *R, int single) {
     int64_t limit = R->x->params[S3X_PARAM_MEMORY_LIMIT];
     if (!R->buffered || limit <= 0) return 0;
-    int64_t c = R->x->params[S3X_PARAM_CONCURRENCY];
+    int64_t c = single ? 0 : R->x->params[S3X_PARAM_CONCURRENCY];
     int64_t need = (c + 1) * R->part_size;
     if (need > limit)
         return s3x_seterr(S3X_ENOMEM,
@@ -643,13 +668,17 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
         R.buffered = strategy == S3X_BUFFER_BUFFERED;
     }
     R.part_size = s3x_upload_plan_part_size(u, src->size);
+    /* Known sizes below the threshold go in one PutObject: one part, the
+     * whole object (S3 takes up to 5 GiB in one request). */
+    int single = src->size >= 0 && src->size < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
+    if (single) R.part_size = src->size;
     int rc = 0;
     if (R.part_size > MAX_PART) {
         rc = s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes needs parts of %" PRId64 " bytes, above S3's 5 GiB limit",
                         src->size, R.part_size);
         goto out;
     }
-    if ((rc = check_memory(&R))) goto out;
+    if ((rc = check_memory(&R, single))) goto out;
     result->part_size = R.part_size;
     int64_t c = x->params[S3X_PARAM_CONCURRENCY];
     if (R.buffered) {
@@ -664,7 +693,7 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
     R.parts = calloc(MAX_PARTS, sizeof *R.parts);
     int64_t nslots = c;
     if (src->size >= 0) {
-        int64_t nparts = src->size == 0 ? 1 : (src->size + R.part_size - 1) / R.part_size;
+        int64_t nparts = single || src->size == 0 ? 1 : (src->size + R.part_size - 1) / R.part_size;
         if (nslots > nparts) nslots = nparts;
     }
     R.nslots = (int)nslots;
@@ -675,17 +704,11 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
     }
     for (int i = 0; i < R.nslots; i++) R.slots[i].run = &R;
     R.next_part = 1;
+    if ((rc = check_bucket_exists(&R))) goto out;
 
-    int single;
-    if (src->size >= 0) {
-        single = src->size < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
-    } else {
+    if (src->kind == SRC_STREAM) {
         /* A stream: read the first part; if it ends inside it and below the
          * threshold, one PutObject is enough. */
-        single = 0;
-    }
-    if (src->kind == SRC_STREAM) {
-        /* Peek the first part into a pool buffer to decide. */
         slot *s = &R.slots[0];
         s3x_pool *p = &x->pool;
         s3x_pool_set_size(p, (size_t)R.part_size);
@@ -716,9 +739,6 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
         if ((rc = create_mpu(&R))) goto out;
     }
     result->multipart = !single;
-    if (single && src->kind != SRC_STREAM) {
-        R.nslots = 1;
-    }
     if (drive(&R) != 0) {
         rc = s3x_error_restore(&x->err);
         goto out;

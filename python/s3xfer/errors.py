@@ -189,7 +189,9 @@ _BY_CODE = {
 
 def _from_c(errno: int, message: str, status: int, code: str, request_id: str) -> S3xferError:
     """Builds the exception for an error reported by the C library (called from C)."""
-    cls = _BY_CODE.get(code) if code else None
+    # S3 error codes refine server errors only; local outcomes (a changed
+    # object, a checksum mismatch) keep the class of their C code.
+    cls = _BY_CODE.get(code) if code and errno == -8 else None
     if cls is None:
         cls = _BY_ERRNO.get(errno, S3xferError)
     return cls(message, errno=errno, status=status, code=code or "", request_id=request_id or "")

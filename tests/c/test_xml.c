@@ -425,6 +425,26 @@ static void test_rejections(void) {
         expect_reject("binary with NULs", K_ERROR, bin, sizeof bin - 1, "Error response");
     }
     REJECT("invalid UTF-8", K_ERROR, "<Error><Code>\xc3\x28</Code></Error>", "malformed");
+    REJECT("control character", K_ERROR, "<Error><Code>a\x01</Code></Error>", "malformed|Char value 1");
+    REJECT("unknown encoding", K_ERROR, "<?xml version=\"1.0\" encoding=\"x-bogus\"?><Error/>", "encoding");
+    REJECT("UTF-16 label on UTF-8", K_ERROR, "<?xml version=\"1.0\" encoding=\"UTF-16\"?><Error/>", "UTF-16");
+    REJECT("EBCDIC label", K_ERROR, "<?xml version=\"1.0\" encoding=\"EBCDIC-US\"?><Error/>", "malformed");
+    {
+        s3x_buf deep = S3X_BUF_INIT;
+        for (int i = 0; i < 5000; i++) s3x_buf_puts(&deep, "<a>");
+        expect_reject("5000 nested elements", K_ERROR, deep.data, deep.len, "depth");
+        s3x_buf_free(&deep);
+    }
+    {
+        /* XInclude is never processed: the element stays an (ignored) element. */
+        const char *xi = "<Error xmlns:xi=\"http://www.w3.org/2001/XInclude\"><Code>c<xi:include "
+                         "href=\"file:///etc/passwd\" parse=\"text\"/></Code></Error>";
+        s3x_xml_error e;
+        memset(&e, 0, sizeof e);
+        CHECK(s3x_xml_parse_error(xi, strlen(xi), &e) == 0, "XInclude document parses");
+        CHECK_STREQ(e.code, "c", "XInclude not expanded");
+        s3x_xml_error_free(&e);
+    }
 
     /* Empty and truncated. */
     REJECT("empty", K_PARTS, "", "empty|ListPartsResult");

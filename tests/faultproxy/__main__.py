@@ -64,22 +64,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", default="0", help="seed of the fault RNG (default 0)")
     ap.add_argument("--decisions", choices=("sequence", "keyed"), default="sequence")
     ap.add_argument("--virtual-hosted", action="store_true", help="paths are /key, not /bucket/key")
+    ap.add_argument("--cafile", help="with an https upstream: CA bundle to verify it (default: system CAs)")
     ap.add_argument("--insecure", action="store_true", help="with an https upstream: do not verify its certificate")
-    ap.add_argument("-v", "--verbose", action="count", default=0, help="log faults (-v) or more (-vv)")
+    ap.add_argument("-v", "--verbose", action="count", default=0, help="-v: log each request with its faults; -vv: asyncio too")
     args = ap.parse_args(argv)
 
     logging.basicConfig(
-        level=logging.WARNING if not args.verbose else logging.DEBUG,
-        format="faultproxy: %(message)s",
+        level=logging.DEBUG if args.verbose > 1 else logging.WARNING,
+        format="%(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.verbose:
+        logging.getLogger("faultproxy").setLevel(logging.DEBUG)
     uhost, uport, tls = _hostport(args.upstream)
     lhost, lport, _ = _hostport(args.listen, default_port=0)
     ssl_ctx = None
     if tls:
         import ssl
 
-        ssl_ctx = ssl.create_default_context()
+        ssl_ctx = ssl.create_default_context(cafile=args.cafile)
         if args.insecure:
             ssl_ctx.check_hostname = False
             ssl_ctx.verify_mode = ssl.CERT_NONE

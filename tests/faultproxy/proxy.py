@@ -40,6 +40,7 @@ except (ImportError, AttributeError):  # pragma: no cover
 log = logging.getLogger("faultproxy")
 
 READ_SIZE = 256 * 1024
+RECV_SIZE = 1 << 20  # per recv() on the fast path (asyncio default 256 KiB)
 STREAM_LIMIT = 1 << 20  # StreamReader buffer (and the largest message head accepted)
 WRITE_HIGH_WATER = 1 << 20
 MAX_DECISION_LOG = 100_000
@@ -268,18 +269,19 @@ class _Sink:
             return
         try:
             if self.bucket is None:
-                self.writer.write(data)
+                # Count before writing: a client that has the bytes may read stats().
                 self.sent += len(data)
                 self.proxy._count(self.stat, len(data))
+                self.writer.write(data)
                 await self.writer.drain()
                 return
             mv = memoryview(data)
             for i in range(0, len(mv), self.piece):
                 p = mv[i : i + self.piece]
                 await self.bucket.take(len(p))
-                self.writer.write(p)
                 self.sent += len(p)
                 self.proxy._count(self.stat, len(p))
+                self.writer.write(p)
                 await self.writer.drain()
         except (ConnectionError, OSError):
             if not self.tolerant:
@@ -334,8 +336,6 @@ class _SpliceProtocol(asyncio.Protocol):
             self._finish(ConnectionResetError("destination closed"), data)
             return
         piece = data if take == len(data) else data[:take]
-        if take:
-            self.dst.write(piece)
         sink.sent += take
         self.moved += take
         self.remaining -= take
@@ -343,6 +343,8 @@ class _SpliceProtocol(asyncio.Protocol):
         with proxy._lock:
             proxy._stats[self.stat] += take
             proxy._stats[sink.stat] += take
+        if take:
+            self.dst.write(piece)
         if exc is not None:
             self._finish(exc, b"")
         elif self.remaining == 0:
@@ -411,6 +413,8 @@ async def _splice(reader: asyncio.StreamReader, n: int, sink: _Sink, stat: str, 
         await sink.send(data)
     if moved >= n or sink.discard:
         return moved
+    if getattr(src, "max_size", RECV_SIZE) < RECV_SIZE:
+        src.max_size = RECV_SIZE
     orig = src.get_protocol()
     relay = _SpliceProtocol(orig, src, reader, sink, n - moved, stat, proxy)
     src.set_protocol(relay)
@@ -985,6 +989,7 @@ class _Connection:
         close = mode == "close" or req.close
         if mode == "drain" and req.has_body:
             if req.expect_continue:
+                self.proxy._count("bytes_to_client", len(_CONTINUE))
                 self.cw.write(_CONTINUE)
                 await self.cw.drain()
             sink = _Sink(self.proxy, None, "bytes_from_client")
@@ -1011,8 +1016,8 @@ class _Connection:
             f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n"
         ).encode()
         out = head if req.method == "HEAD" else head + body
-        self.cw.write(out)
         self.proxy._count("bytes_to_client", len(out))
+        self.cw.write(out)
         await self.cw.drain()
         if close:
             await self._lingering_close()
@@ -1034,8 +1039,8 @@ class _Connection:
             log.warning("upstream %s:%s unreachable: %r", p.upstream_host, p.upstream_port, e)
             await self._send_simple(502, "Bad Gateway")
             return False
-        self.uw.write(req.raw)
         p._count("bytes_to_upstream", len(req.raw))
+        self.uw.write(req.raw)
 
         pump_sink = None
         pump = None
@@ -1120,9 +1125,9 @@ class _Connection:
             p._count("bytes_from_upstream", len(raw))
             resp = _Response(raw, req.method)
             if 100 <= resp.status < 200 and resp.status != 101:
-                self.cw.write(raw)
                 p._count("bytes_to_client", len(raw))
                 p._count("interim_relayed")
+                self.cw.write(raw)
                 await self.cw.drain()
                 continue
             return resp
@@ -1153,8 +1158,8 @@ class _Connection:
                 self.cw.close()
             raise _Abort()
 
-        self.cw.write(resp.raw)
         p._count("bytes_to_client", len(resp.raw))
+        self.cw.write(resp.raw)
         bw = d.get("bandwidth")
         sink = _Sink(
             p, self.cw, "bytes_to_client",

@@ -286,7 +286,7 @@ def test_expect_100_continue_large_put(env, proxy, via, direct, bucket):
 
 def test_curl_expect_continue_put(env, proxy, direct, bucket, tmp_path):
     """libcurl's own Expect path (what the C library uses), signed by curl --aws-sigv4."""
-    if env["endpoint"].startswith("https") or not _curl_has_sigv4():
+    if not _curl_has_sigv4():
         pytest.skip("curl with --aws-sigv4 not available")
     src = tmp_path / "up.bin"
     src.write_bytes(os.urandom(3 * MiB))
@@ -579,11 +579,11 @@ def test_transfer_survives_faults_with_retries(env, proxy, direct, bucket, tmp_p
 
 
 def test_cli_prints_port_and_injects(env, bucket, small_obj):
-    if env["endpoint"].startswith("https"):
-        pytest.skip("the CLI test uses the plain-HTTP endpoint")
     key, data = small_obj
     cmd = [sys.executable, "-m", "faultproxy", "--upstream", env["endpoint"], "--listen", "127.0.0.1:0",
            "--rule", "slowdown_503:kind=get,p=1", "--seed", "1"]
+    if env["endpoint"].startswith("https") and env["ca"]:
+        cmd += ["--cafile", env["ca"]]
     proc = subprocess.Popen(cmd, cwd=TESTS_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
