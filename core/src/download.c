@@ -64,7 +64,8 @@ typedef struct drun {
     int nslots;
     int write_errno;
     int whole_in_first;       /* the first response carried the whole object */
-    int too_big;              /* DST_MEM: the object does not fit the caller's buffer */
+    int too_big;
+    int waiting;              /* DST_STREAM: the next range waits for a buffer */              /* DST_MEM: the object does not fit the caller's buffer */
     char *checksum_hdr_name;  /* from the first response (full object only) */
     char *checksum_value;
     s3x_hasher hasher;        /* over the whole object when it came in one response */
@@ -378,9 +379,11 @@ static int feed(drun *R, rslot *s) {
         char *b = s3x_pool_get(&R->x->pool, &oom);
         if (!b) {
             if (oom) return s3x_seterr(S3X_ENOMEM, "out of memory allocating a range buffer");
-            R->x->pool.waits++;
+            if (!R->waiting) R->x->pool.waits++; /* once per range that has to wait */
+            R->waiting = 1;
             return 0;
         }
+        R->waiting = 0;
         s->buf = b;
         s->buf_size = R->x->pool.buf_size;
     }
@@ -450,6 +453,12 @@ static int drive(drun *R) {
             break;
         }
         check_first_byte(R);
+        if (R->x->progress) {
+            int64_t moving = R->bytes_done;
+            for (int i = 0; i < R->nslots; i++)
+                if (R->slots[i].state == RS_INFLIGHT) moving += R->slots[i].got;
+            s3x_xfer_heartbeat(R->x, moving, R->total);
+        }
     }
     for (int i = 0; i < R->nslots; i++) {
         rslot *s = &R->slots[i];

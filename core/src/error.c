@@ -24,12 +24,14 @@ static char *dup_or_empty(const char *s) {
 
 static void set_fields(int code, int status, const char *s3_code, const char *request_id,
                        char *message /* owned */) {
+    /* Copy first: the new values may point into the current record. */
+    char *c = dup_or_empty(s3_code), *r = dup_or_empty(request_id);
     free(g_err.message);
     free(g_err.s3_code);
     free(g_err.request_id);
     g_err.message = message;
-    g_err.s3_code = dup_or_empty(s3_code);
-    g_err.request_id = dup_or_empty(request_id);
+    g_err.s3_code = c;
+    g_err.request_id = r;
     g_err.pub.code = code;
     g_err.pub.http_status = status;
     g_err.pub.message = g_err.message ? g_err.message : "out of memory";

@@ -89,6 +89,7 @@ typedef struct run {
     slot *slots;
     int nslots;
     int inflight;
+    int waiting;              /* the next part is waiting for a buffer */
     char *scratch;            /* UNBUFFERED checksum pre-pass */
 } run;
 
@@ -386,9 +387,11 @@ static int feed_slot(run *R, slot *s) {
         char *b = s3x_pool_get(p, &oom);
         if (!b) {
             if (oom) return s3x_seterr(S3X_ENOMEM, "out of memory allocating a %" PRId64 "-byte part buffer", size);
-            p->waits++;
+            if (!R->waiting) p->waits++; /* once per part that has to wait */
+            R->waiting = 1;
             return 0;
         }
+        R->waiting = 0;
         s->buf = b;
         s->buf_size = p->buf_size;
         int rc = 0;
@@ -618,6 +621,12 @@ static int drive(run *R) {
             break;
         }
         check_first_byte(R);
+        if (R->x->progress) {
+            int64_t moving = R->bytes_done;
+            for (int i = 0; i < R->nslots; i++)
+                if (R->slots[i].state == SLOT_INFLIGHT) moving += R->slots[i].req.bytes_out;
+            s3x_xfer_heartbeat(R->x, moving, R->src.size);
+        }
     }
     /* Stop whatever is still running. */
     for (int i = 0; i < R->nslots; i++) {

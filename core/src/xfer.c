@@ -48,6 +48,8 @@ void s3x_xfer_begin(s3x_xfer *x, s3x_result *res) {
     x->res = res;
     x->t0 = s3x_now();
     x->failed = 0;
+    x->progress_last = 0;
+    x->progress_at = x->t0;
     s3x_saved_error_free(&x->err);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -92,11 +94,19 @@ int s3x_xfer_failf(s3x_xfer *x, int code, const char *fmt, ...) {
 
 int s3x_xfer_progress(s3x_xfer *x, int64_t done, int64_t total) {
     if (!x->progress) return 0;
+    if (done < x->progress_last) done = x->progress_last;
+    x->progress_last = done;
+    x->progress_at = s3x_now();
     if (x->progress(done, total, x->progress_payload) != 0) {
         atomic_store(&x->cancel, 1);
         return 1;
     }
     return 0;
+}
+
+void s3x_xfer_heartbeat(s3x_xfer *x, int64_t done, int64_t total) {
+    if (!x->progress || s3x_now() - x->progress_at < S3X_PROGRESS_EVERY_S) return;
+    s3x_xfer_progress(x, done, total);
 }
 
 int s3x_xfer_cancelled(s3x_xfer *x) { return atomic_load(&x->cancel) != 0; }

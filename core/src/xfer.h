@@ -28,6 +28,8 @@ typedef struct s3x_xfer {
     s3x_result *res;
     double t0;
     int failed;                /* an error is saved in err */
+    int64_t progress_last;     /* last value reported (reports never go back) */
+    double progress_at;        /* when it was reported */
     s3x_saved_error err;
 } s3x_xfer;
 
@@ -50,8 +52,14 @@ int s3x_xfer_failf(s3x_xfer *x, int code, const char *fmt, ...)
 #endif
     ;
 
-/* Progress report; returns non-zero (and marks cancel) when the callback asks to stop. */
+/* Progress report; returns non-zero (and marks cancel) when the callback asks
+ * to stop. Values never go back (a retried part's bytes are not re-counted). */
 int s3x_xfer_progress(s3x_xfer *x, int64_t done, int64_t total);
+/* Heartbeat from the loop: reports done (completed plus in-flight bytes) if
+ * the last report is older than S3X_PROGRESS_EVERY_S, so a callback also gets
+ * the chance to cancel while parts are slow. */
+#define S3X_PROGRESS_EVERY_S 0.25
+void s3x_xfer_heartbeat(s3x_xfer *x, int64_t done, int64_t total);
 int s3x_xfer_cancelled(s3x_xfer *x);
 
 /* What to do with a finished request. */

@@ -252,18 +252,38 @@ def test_memory_limit_refused_before_sending(client, bucket):
     assert r.bytes == len(big) and r.peak_buffer_bytes == 0
 
 
-def test_unreadable_file_via_cli(cli, s3env, bucket, tmp_path):
+def test_unreadable_file(s3env, bucket, tmp_path):
+    """Root reads anything, so the upload runs in a child that drops to nobody."""
     if os.geteuid() != 0:
         pytest.fail("this test drops privileges and must run as root")
     f = tmp_path / "secret"
     f.write_bytes(b"top secret")
     os.chmod(f, 0o000)
     os.chmod(tmp_path, 0o755)
-    env = dict(os.environ, AWS_ENDPOINT_URL=s3env["endpoint_url"])
-    p = subprocess.run([cli, "cp", str(f), f"s3://{bucket}/secret"], capture_output=True, env=env,
-                       user=65534, group=65534, timeout=60)
-    assert p.returncode == 1
-    assert "Permission denied" in p.stderr.decode() and str(f) in p.stderr.decode()
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: the library is already loaded, no path lookups needed
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            c = s3xfer.Client(endpoint_url=s3env["endpoint_url"], access_key=s3env["access_key"],
+                              secret_key=s3env["secret_key"], region=s3env["region"])
+            try:
+                c.upload_file(str(f), bucket, "secret")
+                msg = "no error"
+            except s3xfer.LocalIOError as e:
+                msg = "LocalIOError: " + str(e)
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                msg = f"{type(e).__name__}: {e}"
+            os.write(wr, msg.encode())
+        finally:
+            os._exit(0)
+    os.close(wr)
+    os.waitpid(pid, 0)
+    with os.fdopen(rd, "rb") as r:
+        msg = r.read().decode()
+    assert msg.startswith("LocalIOError: "), msg
+    assert "Permission denied" in msg and str(f) in msg
 
 
 def test_cli_upload_flags_and_stdin(cli, s3env, boto, bucket, tmp_path):

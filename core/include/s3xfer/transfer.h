@@ -45,9 +45,11 @@ typedef struct s3x_result {
     char upload_id[256];        /* multipart upload id (upload), or "" */
 } s3x_result;
 
-/* Progress: bytes done so far and the total (-1 when unknown). Return 0 to
- * go on, non-zero to cancel the transfer (it then fails with S3X_ECANCELLED
- * after cleaning up). Called on the transfer's thread. */
+/* Progress: bytes done so far and the total (-1 when unknown). Called on the
+ * transfer's thread after each part completes and at least every 250 ms
+ * while the transfer runs (with bytes still in flight counted), so it doubles
+ * as a heartbeat; `done` never goes back. Return 0 to go on, non-zero to
+ * cancel the transfer (it then fails with S3X_ECANCELLED after cleaning up). */
 typedef int (*s3x_progress_fn)(int64_t done, int64_t total, void *payload);
 
 /* ---- upload manager --------------------------------------------------- */

@@ -1,0 +1,175 @@
+"""Reliability through the fault-injecting proxy in front of the real server:
+every fault alone and all mixed, faults on every attempt, the slow-part
+(first-byte) timeout, and the server going away (for good, or coming back
+within the retry window). Every transfer is checked byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+
+import pytest
+
+import s3xfer
+from faultproxy import FaultProxy
+from s3xfer import TransferConfig
+
+MiB = 1 << 20
+P = 5 * MiB
+
+
+@pytest.fixture
+def proxy(s3env):
+    p = FaultProxy.from_url(s3env["endpoint_url"], seed=7, decisions="keyed")
+    p.start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def pclient(s3env, proxy):
+    c = s3xfer.Client(endpoint_url=proxy.url, region=s3env["region"], access_key=s3env["access_key"],
+                      secret_key=s3env["secret_key"])
+    yield c
+    c.close()
+
+
+def sha(b) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def data():
+    return os.urandom(64 * MiB + 321)
+
+
+FAULTS = {
+    "503": "slowdown_503:p=0.15",
+    "500": "internal_error_500:p=0.15",
+    "reset_request": "reset_request:p=0.15,after=64K",
+    "reset_response": "reset_response:p=0.15,after=64K",
+    "truncate": "truncate_response:p=0.15,after=100K",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_fault_upload_and_download(pclient, client, boto, bucket, proxy, tmp_path, data, fault):
+    proxy.set_rules([FAULTS[fault]])
+    cfg = TransferConfig(part_size=P, concurrency=4, max_attempts=10)
+    r = pclient.upload_bytes(data, bucket, "obj", config=cfg)
+    up_retries = r.retries
+    proxy.set_rules([])
+    assert sha(boto.get_object(Bucket=bucket, Key="obj")["Body"].read()) == sha(data)
+    assert client.list_multipart_uploads(bucket) == []
+    proxy.set_rules([FAULTS[fault]])
+    out = tmp_path / "out"
+    d = pclient.download_file(bucket, "obj", out, config=cfg)
+    assert sha(out.read_bytes()) == sha(data)
+    fired = proxy.stats()["faults"]
+    assert sum(fired.values()) > 0
+    # every fault the proxy injected came back as a retry on one side or the other
+    assert up_retries + d.retries >= 1
+    if fault in ("503", "500"):
+        assert r.retries_http + d.retries_http == up_retries + d.retries
+    else:
+        assert r.retries_network + d.retries_network >= 1
+
+
+def test_mixed_faults_large_transfer(pclient, client, boto, bucket, proxy, tmp_path):
+    n = 200 * MiB + 7
+    big = os.urandom(n)
+    proxy.set_rules(["slowdown_503:p=0.05", "reset_request:p=0.02,after=256K", "reset_response:p=0.02,after=256K",
+                     "truncate_response:p=0.01,after=512K", "delay_first_byte:p=0.01,delay=0.5-1.5"])
+    cfg = TransferConfig(part_size=8 * MiB, concurrency=8, max_attempts=10, checksum="crc32c")
+    f = tmp_path / "big"
+    f.write_bytes(big)
+    r = pclient.upload_file(f, bucket, "big", config=cfg)
+    assert r.bytes == n
+    out = tmp_path / "out"
+    d = pclient.download_file(bucket, "big", out, config=cfg)
+    assert sha(out.read_bytes()) == sha(big)
+    assert r.retries + d.retries >= 1
+    proxy.set_rules([])
+    assert sha(boto.get_object(Bucket=bucket, Key="big")["Body"].read()) == sha(big)
+    assert client.list_multipart_uploads(bucket) == []
+
+
+def test_faults_on_every_attempt_upload_gives_up_and_aborts(pclient, client, bucket, proxy):
+    proxy.set_rules(["slowdown_503:kind=upload_part"])
+    with pytest.raises(s3xfer.SlowDown) as ei:
+        pclient.upload_bytes(os.urandom(3 * P), bucket, "doomed",
+                             config=TransferConfig(part_size=P, concurrency=2, max_attempts=3))
+    e = ei.value
+    assert e.status == 503 and "gave up after 3 attempts" in str(e)
+    assert client.list_multipart_uploads(bucket) == []
+    assert client.list_objects(bucket) == []
+
+
+def test_not_retryable_errors_fail_at_once(pclient, bucket, proxy):
+    proxy.set_rules(["error:kind=upload_part,status=403,code=AccessDenied,message=nope"])
+    t = time.monotonic()
+    with pytest.raises(s3xfer.AccessDenied):
+        pclient.upload_bytes(os.urandom(2 * P), bucket, "x", config=TransferConfig(part_size=P, max_attempts=10))
+    assert time.monotonic() - t < 5
+    assert proxy.stats()["by_kind"].get("upload_part", 0) <= 2  # no retries of a 403
+
+
+def test_faults_on_every_attempt_download_writes_nothing(pclient, client, bucket, proxy, tmp_path):
+    client.upload_bytes(os.urandom(3 * P), bucket, "k", config=TransferConfig(part_size=P))
+    proxy.set_rules(["reset_response:kind=ranged_get,after=1K"])
+    out = tmp_path / "out"
+    with pytest.raises(s3xfer.NetworkError, match="gave up after 2 attempts"):
+        pclient.download_file(bucket, "k", out, config=TransferConfig(part_size=P, max_attempts=2))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fixed_first_byte_timeout_resends_slow_parts(pclient, boto, bucket, proxy, data):
+    proxy.set_rules(["delay_first_byte:p=0.2,kind=upload_part,delay=4"])
+    t = time.monotonic()
+    r = pclient.upload_bytes(data, bucket, "slow", config=TransferConfig(part_size=P, concurrency=4,
+                                                                          slow_part_timeout=800, max_attempts=10))
+    took = time.monotonic() - t
+    assert r.retries_first_byte >= 1 and r.slow_part_timeout_ms == 800
+    proxy.set_rules([])
+    assert sha(boto.get_object(Bucket=bucket, Key="slow")["Body"].read()) == sha(data)
+    assert took < 4 * (r.retries_first_byte + 1)
+
+
+def test_dynamic_first_byte_timeout_learns_and_applies_to_downloads(pclient, client, bucket, proxy, tmp_path):
+    big = os.urandom(60 * P)
+    client.upload_bytes(big, bucket, "d", config=TransferConfig(part_size=P))
+    proxy.set_rules(["delay_first_byte:p=0.05,kind=ranged_get,delay=6"])
+    out = tmp_path / "out"
+    d = pclient.download_file(bucket, "d", out, config=TransferConfig(part_size=P, concurrency=4,
+                                                                       slow_part_timeout="dynamic"))
+    assert sha(out.read_bytes()) == sha(big)
+    assert d.retries_first_byte >= 1
+    assert 0 < d.slow_part_timeout_ms <= 5000
+    # with the optimisation off the same faults are simply waited out
+    off = pclient.download_file(bucket, "d", out, config=TransferConfig(part_size=P, concurrency=4,
+                                                                         slow_part_timeout="off"))
+    assert off.retries_first_byte == 0 and off.slow_part_timeout_ms == 0
+
+
+def test_server_gone_for_good(pclient, client, bucket, proxy, tmp_path):
+    client.upload_bytes(os.urandom(4 * P), bucket, "k", config=TransferConfig(part_size=P))
+    proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=0.3"])
+    threading.Timer(0.5, proxy.set_down, args=(True,)).start()
+    out = tmp_path / "out"
+    with pytest.raises((s3xfer.ConnectionError, s3xfer.NetworkError)) as ei:
+        pclient.download_file(bucket, "k", out, config=TransferConfig(part_size=P, concurrency=1, max_attempts=3))
+    assert proxy.url.split("//")[1] in str(ei.value) or "attempts" in str(ei.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_server_back_within_retry_window(pclient, client, boto, bucket, proxy):
+    data = os.urandom(6 * P)
+    proxy.set_down(True)
+    threading.Timer(1.0, proxy.set_down, args=(False,)).start()
+    r = pclient.upload_bytes(data, bucket, "back", config=TransferConfig(part_size=P, concurrency=2,
+                                                                          max_attempts=12))
+    assert r.retries >= 1
+    assert boto.get_object(Bucket=bucket, Key="back")["Body"].read() == data
+    assert client.list_multipart_uploads(bucket) == []
