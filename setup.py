@@ -25,7 +25,9 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
         os.makedirs(build_dir, exist_ok=True)
-        cfg = ["cmake", "-S", HERE, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
+        # --fresh: each pip build runs in a new isolated environment (new paths
+        # to cmake, ninja and swig), so a cache left by an earlier one is stale.
+        cfg = ["cmake", "--fresh", "-S", HERE, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
                "-DS3X_BUILD_PYTHON=ON", "-DS3X_BUILD_TESTS=OFF", "-DS3X_BUILD_CLI=OFF",
                f"-DPython3_EXECUTABLE={sys.executable}"]
         if shutil.which("ninja"):
