@@ -61,7 +61,11 @@ def server_env():
     senv = dict(env, S3X_LOCAL_S3_DIR=sdir, S3X_LOCAL_S3_PORT=port)
     script = os.path.join(REPO, "scripts", "local-s3")
     was_running = subprocess.run([script, "status"], env=senv, stdout=subprocess.DEVNULL).returncode == 0
-    out = subprocess.run([script, "start"], env=senv, check=True, stdout=subprocess.PIPE, text=True).stdout
+    r = subprocess.run([script, "start"], env=senv, stdout=subprocess.PIPE, text=True)
+    if r.returncode:
+        raise SystemExit(f"bench: scripts/local-s3 start failed (state {sdir}, port {port}; see its message above). "
+                         "Set S3X_BENCH_S3_PORT / S3X_BENCH_S3_DIR, or AWS_ENDPOINT_URL for a server of your own.")
+    out = r.stdout
     for line in out.splitlines():
         if line.startswith("export ") and "=" in line:
             k, v = line[len("export "):].split("=", 1)
@@ -75,8 +79,11 @@ def server_version(env):
     sdir = env.get("S3X_BENCH_S3_DIR", "/tmp/s3xfer-bench-s3")
     weed = os.path.join(sdir, "venv", "bin", "weed")
     if os.path.exists(weed):
-        out = subprocess.run([weed, "version"], stdout=subprocess.PIPE, text=True).stdout.strip()
-        return "SeaweedFS " + out.split("version")[-1].strip().split()[0] if out else "SeaweedFS"
+        out = subprocess.run([weed, "version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True).stdout.strip()
+        import re
+        v = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", out + " ")
+        return "SeaweedFS " + (v.group(1) if v else "?") + " on loopback"
     return "external: " + env.get("AWS_ENDPOINT_URL", "?")
 
 
@@ -176,12 +183,13 @@ def sha256_file(path):
 
 
 # ---- measuring a child ------------------------------------------------------
-def measure(cmd, env=None, feed=None, hash_out=False, timeout=1800):
+def measure(cmd, env=None, feed=None, hash_out=False, timeout=1800, out_rate=None):
     """Runs cmd; returns wall seconds, user/sys CPU seconds and peak RSS (MiB)
     of that child alone (os.wait4), its exit code and its stderr tail.
     feed: a file whose bytes are written into the child's stdin (a pipe);
     hash_out: the child's stdout is counted and sha256-hashed here (the
-    parent's work, not counted in the child's CPU)."""
+    parent's work, not counted in the child's CPU); out_rate: read stdout at
+    most this many bytes/s (a slow consumer)."""
 
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
@@ -195,13 +203,17 @@ def measure(cmd, env=None, feed=None, hash_out=False, timeout=1800):
         if not hash_out:
             bufs["out"] = p.stdout.read()
             return
-        h, n = hashlib.sha256(), 0
+        h, n, t0 = hashlib.sha256(), 0, time.monotonic()
         while True:
-            b = p.stdout.read(4 * MiB)
+            b = p.stdout.read(1 * MiB if out_rate else 4 * MiB)
             if not b:
                 break
             h.update(b)
             n += len(b)
+            if out_rate:
+                ahead = n / out_rate - (time.monotonic() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
         bufs["out"], bufs["sha256"], bufs["out_bytes"] = b"", h.hexdigest(), n
 
     def feed_in():
@@ -375,3 +387,85 @@ def parse_size(s):
     num = s.rstrip("iBb").rstrip("KkMmGg")
     u = s[len(num):].lower()[:1]
     return int(float(num) * units.get(u, 1))
+
+
+# ---- the s3xfer-only scripts ---------------------------------------------------
+def add_common_args(ap, runs=3):
+    ap.add_argument("--runs", type=int, default=runs, help=f"measured runs per cell (default {runs})")
+    ap.add_argument("--build", help="s3xfer build dir (default build-bench, built if missing)")
+    ap.add_argument("--data-dir", help="where test files go (default /dev/shm, else /tmp)")
+    ap.add_argument("--out", help="also write the table (.md) and the raw runs (.json) to this path prefix")
+
+
+class Ctx:
+    def __init__(self, a):
+        self.build = build_dir(a.build)
+        self.cli = os.path.join(self.build, "s3xfer")
+        self.env = server_env()
+        self.ddir = data_dir(a.data_dir)
+        self.admin = Admin(self.env, self.cli)
+
+
+def knob_args(knobs):
+    """{"part_size": 8 << 20, "buffer_strategy": "buffered"} -> ["--part-size", "8388608", ...]"""
+    out = []
+    for k, v in knobs.items():
+        if v is None or v is False:
+            continue
+        out.append("--" + k.replace("_", "-"))
+        if v is not True:
+            out.append(str(v))
+    return out
+
+
+def cli_cp(ctx, src, dst, knobs, feed=None, hash_out=False, out_rate=None):
+    """One `s3xfer cp` in a fresh process (measured)."""
+    return measure([ctx.cli, "cp", src, dst, "--no-progress", "-q", *knob_args(knobs)], env=ctx.env,
+                   feed=feed, hash_out=hash_out, out_rate=out_rate)
+
+
+def py_transfer(ctx, op, bucket, key, path, knobs, sink=None):
+    """One transfer through the Python package in a fresh driver process;
+    m["result"]["s3xfer"] is the TransferResult."""
+    args = [("s3xfer-py"), op, "--bucket", bucket, "--key", key, "--file", path, *knob_args(knobs)]
+    if sink:
+        args += ["--sink", sink]
+    return run_driver(ctx.env, ctx.build, args)
+
+
+def mann_whitney_p(a, b):
+    """Exact two-sided Mann-Whitney U p-value (small samples), as benchstat reports."""
+    import itertools
+    a, b = list(a), list(b)
+    n, pooled = len(a), a + b
+    if not a or not b:
+        return 1.0
+
+    def u(xs, ys):
+        return sum((x > y) + 0.5 * (x == y) for x in xs for y in ys)
+    u0 = u(a, b)
+    mean = len(a) * len(b) / 2
+    extreme, total = 0, 0
+    for idx in itertools.combinations(range(len(pooled)), n):
+        xs = [pooled[i] for i in idx]
+        ys = [pooled[i] for i in range(len(pooled)) if i not in idx]
+        total += 1
+        extreme += abs(u(xs, ys) - mean) >= abs(u0 - mean) - 1e-9
+    return extreme / total
+
+
+def pm(values):
+    """'1.23s ±4%' (median and max deviation), benchstat style."""
+    m = statistics.median(values)
+    return m, rsd(values)
+
+
+def write_out(prefix, text, raw):
+    if not prefix:
+        return
+    d = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(d, exist_ok=True)
+    with open(prefix + ".md", "w") as f:
+        f.write(text + "\n")
+    with open(prefix + ".json", "w") as f:
+        json.dump(raw, f, indent=1)

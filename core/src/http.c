@@ -302,6 +302,9 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     curl_easy_setopt(e, CURLOPT_USERAGENT, "s3xfer/" S3XFER_VERSION);
 
     int has_body = r->body || r->read_fn || !strcmp(r->method, "PUT") || !strcmp(r->method, "POST");
+    /* Without a body the request is "sent" as soon as it starts: the time to
+     * first byte is then measured from here. */
+    if (!has_body) r->t_sent = r->t_start;
     if (!strcmp(r->method, "HEAD")) {
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else if (has_body) {

@@ -45,36 +45,40 @@ def data():
     return os.urandom(64 * MiB + 321)
 
 
+# fault -> (rule for the upload, rule for the download, retry counter expected)
+# Each fires on the first two matching attempts only ("times=2"), so every
+# run sees exactly two faults per direction whatever the random draws.
 FAULTS = {
-    "503": "slowdown_503:p=0.15",
-    "500": "internal_error_500:p=0.15",
-    "reset_request": "reset_request:p=0.15,after=64K",
-    "reset_response": "reset_response:p=0.15,after=64K",
-    "truncate": "truncate_response:p=0.15,after=100K",
+    "503": ("slowdown_503:kind=upload_part,times=2", "slowdown_503:kind=ranged_get,times=2", "retries_http"),
+    "500": ("internal_error_500:kind=upload_part,times=2", "internal_error_500:kind=ranged_get,times=2",
+            "retries_http"),
+    "reset_request": ("reset_request:kind=upload_part,after=64K,times=2", None, "retries_network"),
+    "reset_response": (None, "reset_response:kind=ranged_get,after=64K,times=2", "retries_network"),
+    "truncate": (None, "truncate_response:kind=ranged_get,after=100K,times=2", "retries_network"),
 }
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_each_fault_upload_and_download(pclient, client, boto, bucket, proxy, tmp_path, data, fault):
-    proxy.set_rules([FAULTS[fault]])
+    up_rule, down_rule, counter = FAULTS[fault]
     cfg = TransferConfig(part_size=P, concurrency=4, max_attempts=10)
+    proxy.set_rules([up_rule] if up_rule else [])
+    proxy.reset_stats()
     r = pclient.upload_bytes(data, bucket, "obj", config=cfg)
-    up_retries = r.retries
+    fired_up = sum(proxy.stats()["faults"].values())
+    assert fired_up == (2 if up_rule else 0)
+    assert r.retries == fired_up and getattr(r, counter) == fired_up
     proxy.set_rules([])
     assert sha(boto.get_object(Bucket=bucket, Key="obj")["Body"].read()) == sha(data)
     assert client.list_multipart_uploads(bucket) == []
-    proxy.set_rules([FAULTS[fault]])
+    proxy.set_rules([down_rule] if down_rule else [])
+    proxy.reset_stats()
     out = tmp_path / "out"
     d = pclient.download_file(bucket, "obj", out, config=cfg)
+    fired_down = sum(proxy.stats()["faults"].values())
+    assert fired_down == (2 if down_rule else 0)
+    assert d.retries == fired_down and getattr(d, counter) == fired_down
     assert sha(out.read_bytes()) == sha(data)
-    fired = proxy.stats()["faults"]
-    assert sum(fired.values()) > 0
-    # every fault the proxy injected came back as a retry on one side or the other
-    assert up_retries + d.retries >= 1
-    if fault in ("503", "500"):
-        assert r.retries_http + d.retries_http == up_retries + d.retries
-    else:
-        assert r.retries_network + d.retries_network >= 1
 
 
 def test_mixed_faults_large_transfer(pclient, client, boto, bucket, proxy, tmp_path):
@@ -126,7 +130,7 @@ def test_faults_on_every_attempt_download_writes_nothing(pclient, client, bucket
 
 
 def test_fixed_first_byte_timeout_resends_slow_parts(pclient, boto, bucket, proxy, data):
-    proxy.set_rules(["delay_first_byte:p=0.2,kind=upload_part,delay=4"])
+    proxy.set_rules(["delay_first_byte:kind=upload_part,delay=4,times=2"])
     t = time.monotonic()
     r = pclient.upload_bytes(data, bucket, "slow", config=TransferConfig(part_size=P, concurrency=4,
                                                                           slow_part_timeout=800, max_attempts=10))
@@ -137,10 +141,26 @@ def test_fixed_first_byte_timeout_resends_slow_parts(pclient, boto, bucket, prox
     assert took < 4 * (r.retries_first_byte + 1)
 
 
-def test_dynamic_first_byte_timeout_learns_and_applies_to_downloads(pclient, client, bucket, proxy, tmp_path):
-    big = os.urandom(60 * P)
+@pytest.fixture
+def fixed_bucket(boto):
+    """A bucket with a fixed name: the proxy's keyed decisions depend on the
+    request path, so a fixed name gives the same faults in every run."""
+    from conftest import _empty_bucket
+    name = "s3xfer-fixed-fbt"
+    _empty_bucket(boto, name)
+    boto.create_bucket(Bucket=name)
+    yield name
+    _empty_bucket(boto, name)
+
+
+def test_dynamic_first_byte_timeout_learns_and_applies_to_downloads(pclient, client, fixed_bucket, proxy,
+                                                                     tmp_path):
+    bucket = fixed_bucket
+    big = bytes(range(256)) * (60 * P // 256)
     client.upload_bytes(big, bucket, "d", config=TransferConfig(part_size=P))
-    proxy.set_rules(["delay_first_byte:p=0.05,kind=ranged_get,delay=6"])
+    # seed 7, keyed, this bucket: two attempts are delayed, both after the
+    # warm-up, so the learned timeout cuts them
+    proxy.set_rules(["delay_first_byte:p=0.05,kind=ranged_get,delay=4"])
     out = tmp_path / "out"
     d = pclient.download_file(bucket, "d", out, config=TransferConfig(part_size=P, concurrency=4,
                                                                        slow_part_timeout="dynamic"))

@@ -1,0 +1,395 @@
+/* Retry policy: full-jitter backoff, the retry token budget, and the
+ * first-byte (slow-part) timeout learned from the run, checked step by step
+ * against the algorithm of aws-c-s3 (anchors.md section 4). */
+#include "retry.h"
+#include "s3xfer/params.h"
+#include "tap.h"
+
+/* tap.h's CHECK_INTEQ evaluates `actual` twice (once for the test, once for
+ * the message), which repeats side effects; this one evaluates it once. */
+static int check_eq(long long actual, long long expected, const char *file, int line, const char *what) {
+    return tap_check(actual == expected, file, line, "%s: expected %lld, got %lld", what, expected, actual);
+}
+#define CHECK_EQ(actual, expected, what) \
+    check_eq((long long)(actual), (long long)(expected), __FILE__, __LINE__, (what))
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- rng and backoff -------------------------------------------------------- */
+
+static void test_rng(void) {
+    s3x_rng a, b, c, z, zc;
+    s3x_rng_seed(&a, 12345);
+    s3x_rng_seed(&b, 12345);
+    s3x_rng_seed(&c, 54321);
+    int same = 1, differ = 0, in_range = 1;
+    for (int i = 0; i < 10000; i++) {
+        double x = s3x_rng_uniform(&a), y = s3x_rng_uniform(&b), w = s3x_rng_uniform(&c);
+        if (x != y) same = 0;
+        if (x != w) differ = 1;
+        if (!(x >= 0.0 && x < 1.0) || !(w >= 0.0 && w < 1.0)) in_range = 0;
+    }
+    CHECK(same, "one seed gives one sequence");
+    CHECK(differ, "another seed gives another sequence");
+    CHECK(in_range, "uniform draws are in [0, 1)");
+    /* Seed 0 (which would stick xorshift at 0) is replaced by a constant. */
+    s3x_rng_seed(&z, 0);
+    s3x_rng_seed(&zc, 0x9E3779B97F4A7C15ull);
+    int zero_ok = 1, nonzero = 0;
+    for (int i = 0; i < 100; i++) {
+        double x = s3x_rng_uniform(&z), y = s3x_rng_uniform(&zc);
+        if (x != y) zero_ok = 0;
+        if (x != 0.0) nonzero = 1;
+    }
+    CHECK(zero_ok && nonzero, "seed 0 does not give a stuck generator");
+}
+
+static void test_backoff(void) {
+    for (int attempt = 1; attempt <= 14; attempt++) {
+        double cap = S3X_BACKOFF_BASE_S * pow(2.0, attempt - 1);
+        if (cap > S3X_BACKOFF_CAP_S) cap = S3X_BACKOFF_CAP_S;
+        s3x_rng r;
+        s3x_rng_seed(&r, 1000u + (uint64_t)attempt);
+        const int n = 20000;
+        double sum = 0, lo = 1e9, hi = -1;
+        int out = 0;
+        for (int i = 0; i < n; i++) {
+            double d = s3x_backoff_delay(&r, attempt);
+            if (!(d >= 0.0 && d <= cap)) out++;
+            sum += d;
+            if (d < lo) lo = d;
+            if (d > hi) hi = d;
+        }
+        double mean = sum / n;
+        CHECK_EQ(out, 0, "backoff draws outside [0, min(cap, base*2^(attempt-1))]");
+        /* Full jitter: uniform on [0, cap], mean cap/2 (sd of the mean ~ 0.002 cap). */
+        CHECK(fabs(mean - cap / 2) < 0.02 * cap, "attempt %d: mean %.5f s, expected about %.5f", attempt, mean,
+              cap / 2);
+        CHECK(lo < 0.01 * cap && hi > 0.99 * cap, "attempt %d: draws span [0, cap] (%.5f .. %.5f of %.5f)", attempt,
+              lo, hi, cap);
+    }
+    /* The exact caps: 0.05, 0.1, 0.2 ... 12.8 at attempt 9, then 20. */
+    CHECK(fabs(S3X_BACKOFF_BASE_S - 0.05) < 1e-12 && fabs(S3X_BACKOFF_CAP_S - 20.0) < 1e-12, "base 50 ms, cap 20 s");
+    /* Deterministic for a seed, and the same as uniform * cap. */
+    s3x_rng a, b;
+    s3x_rng_seed(&a, 42);
+    s3x_rng_seed(&b, 42);
+    int det = 1;
+    for (int attempt = 1; attempt <= 12; attempt++) {
+        double cap = fmin(S3X_BACKOFF_CAP_S, S3X_BACKOFF_BASE_S * pow(2.0, attempt - 1));
+        double d = s3x_backoff_delay(&a, attempt), u = s3x_rng_uniform(&b);
+        if (d != u * cap) det = 0;
+    }
+    CHECK(det, "backoff is uniform * min(cap, base * 2^(attempt-1)), deterministic for a seed");
+    /* Attempts below 1 count as 1; huge attempts stay at the cap. */
+    s3x_rng r;
+    s3x_rng_seed(&r, 7);
+    int ok0 = 1, okbig = 1;
+    for (int i = 0; i < 1000; i++) {
+        double d0 = s3x_backoff_delay(&r, 0), dn = s3x_backoff_delay(&r, -5);
+        if (!(d0 >= 0 && d0 <= S3X_BACKOFF_BASE_S) || !(dn >= 0 && dn <= S3X_BACKOFF_BASE_S)) ok0 = 0;
+        double db = s3x_backoff_delay(&r, 100000);
+        if (!(db >= 0 && db <= S3X_BACKOFF_CAP_S)) okbig = 0;
+    }
+    CHECK(ok0, "attempt <= 0 is treated as attempt 1");
+    CHECK(okbig, "attempt 100000 stays within the 20 s cap");
+}
+
+/* ---- retry budget ----------------------------------------------------------- */
+
+static void test_budget(void) {
+    s3x_retry_budget b;
+    s3x_budget_init(&b);
+    CHECK_EQ(b.tokens, 500, "budget starts with 500 tokens");
+    CHECK_EQ(S3X_RETRY_COST, 5, "a retry costs 5");
+    CHECK_EQ(S3X_RETRY_COST_TIMEOUT, 10, "a timeout retry costs 10");
+    /* Refunds never go above 500. */
+    s3x_budget_refund(&b);
+    CHECK_EQ(b.tokens, 500, "refund at full");
+    int taken = 0;
+    while (s3x_budget_take(&b, S3X_RETRY_COST)) taken++;
+    CHECK_EQ(taken, 100, "100 retries at cost 5 empty the bucket");
+    CHECK_EQ(b.tokens, 0, "tokens when empty");
+    CHECK_EQ(s3x_budget_take(&b, S3X_RETRY_COST), 0, "refused when empty");
+    CHECK_EQ(b.tokens, 0, "a refusal takes nothing");
+    for (int i = 0; i < 4; i++) s3x_budget_refund(&b);
+    CHECK_EQ(b.tokens, 4, "one token back per success");
+    CHECK_EQ(s3x_budget_take(&b, S3X_RETRY_COST), 0, "4 tokens do not pay for a retry");
+    CHECK_EQ(b.tokens, 4, "refusal with 4 tokens");
+    s3x_budget_refund(&b);
+    CHECK_EQ(s3x_budget_take(&b, S3X_RETRY_COST), 1, "5 tokens pay for one");
+    CHECK_EQ(b.tokens, 0, "after paying");
+    /* Timeout retries: 50 of them. */
+    s3x_budget_init(&b);
+    taken = 0;
+    while (s3x_budget_take(&b, S3X_RETRY_COST_TIMEOUT)) taken++;
+    CHECK_EQ(taken, 50, "50 timeout retries empty the bucket");
+    for (int i = 0; i < 9; i++) s3x_budget_refund(&b);
+    CHECK_EQ(s3x_budget_take(&b, S3X_RETRY_COST_TIMEOUT), 0, "9 tokens do not pay for a timeout retry");
+    CHECK_EQ(s3x_budget_take(&b, S3X_RETRY_COST), 1, "but pay for a plain one");
+    CHECK_EQ(b.tokens, 4, "9 - 5");
+    /* Many refunds saturate at 500. */
+    for (int i = 0; i < 2000; i++) s3x_budget_refund(&b);
+    CHECK_EQ(b.tokens, 500, "refunds saturate at 500");
+}
+
+/* ---- first-byte timeout ----------------------------------------------------- */
+
+static void test_fbt_off_fixed(void) {
+    s3x_fbt f;
+    s3x_fbt_init(&f, S3X_SLOW_PART_OFF, 16);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "OFF: no timeout");
+    for (int i = 0; i < 500; i++) s3x_fbt_on_success(&f, 100.0 + i, 50.0);
+    for (int i = 0; i < 50; i++) s3x_fbt_on_timeout(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "OFF stays 0 after successes and timeouts");
+
+    s3x_fbt_init(&f, 2500, 16);
+    CHECK_EQ(s3x_fbt_current(&f), 2500, "FIXED: the knob's value from the start");
+    for (int i = 0; i < 500; i++) s3x_fbt_on_success(&f, 100.0, 9000.0);
+    CHECK_EQ(s3x_fbt_current(&f), 2500, "FIXED: successes do not move it");
+    for (int i = 0; i < 500; i++) s3x_fbt_on_timeout(&f, 2500);
+    CHECK_EQ(s3x_fbt_current(&f), 2500, "FIXED: timeouts do not move it");
+    /* A fixed value above the dynamic policy's 5 s ceiling is kept as given. */
+    s3x_fbt_init(&f, 60000, 4);
+    for (int i = 0; i < 50; i++) s3x_fbt_on_timeout(&f, 60000);
+    CHECK_EQ(s3x_fbt_current(&f), 60000, "FIXED 60 s is not capped");
+}
+
+/* Feeds warm-up durations; checks there is no timeout before the last one. */
+static int warm_up(s3x_fbt *f, const double *d, int n) {
+    int none_before = 1;
+    for (int i = 0; i < n; i++) {
+        if (s3x_fbt_current(f) != 0) none_before = 0;
+        s3x_fbt_on_success(f, d[i], d[i] / 2);
+    }
+    return none_before;
+}
+
+static void test_fbt_warmup(void) {
+    s3x_fbt f;
+    double d[1024];
+    /* concurrency below 10: warm-up is 10 successes, top tenth = 1 sample. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    CHECK_EQ(f.warmup_n, 10, "warm-up of max(4, 10)");
+    for (int i = 0; i < 10; i++) d[i] = 200.0 * (i + 1); /* 200 .. 2000 */
+    CHECK(warm_up(&f, d, 9), "no timeout during the first 9 of 10 warm-up successes");
+    CHECK_EQ(s3x_fbt_current(&f), 0, "no timeout after 9 of 10");
+    s3x_fbt_on_success(&f, d[9], d[9] / 2);
+    CHECK_EQ(s3x_fbt_current(&f), 2000, "N=10: timeout = the largest warm-up duration (top 1)");
+
+    /* concurrency 64: warm-up 64, top tenth = 6 samples, fed out of order. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 64);
+    CHECK_EQ(f.warmup_n, 64, "warm-up of max(64, 10)");
+    for (int i = 0; i < 64; i++) d[i] = 50.0 * (double)(((i * 37) % 64) + 1); /* a permutation of 50..3200 */
+    CHECK(warm_up(&f, d, 64), "no timeout during the 64 warm-up successes");
+    /* largest 6: 2950, 3000, ..., 3200 -> the smallest of them is 2950 */
+    CHECK_EQ(s3x_fbt_current(&f), 2950, "N=64: smallest of the largest 6 of 50..3200");
+
+    /* concurrency 1024 (the knob's maximum): top 102 of 4..4096 -> 923*4. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 1024);
+    for (int i = 0; i < 1024; i++) d[i] = 4.0 * (double)(((i * 611) % 1024) + 1);
+    CHECK(warm_up(&f, d, 1024), "no timeout during the 1024 warm-up successes");
+    CHECK_EQ(s3x_fbt_current(&f), 3692, "N=1024: smallest of the largest 102 of 4..4096");
+
+    /* Durations 100..N*100 for N=20: top 2 = 1900, 2000 -> 1900. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 20);
+    for (int i = 0; i < 20; i++) d[i] = 100.0 * (20 - i);
+    warm_up(&f, d, 20);
+    CHECK_EQ(s3x_fbt_current(&f), 1900, "N=20: smallest of the largest 2 of 100..2000");
+
+    /* Fast warm-up: the 1000 ms floor. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 16);
+    for (int i = 0; i < 16; i++) d[i] = 300.0;
+    warm_up(&f, d, 16);
+    CHECK_EQ(s3x_fbt_current(&f), 1000, "fast warm-up: at least 1000 ms");
+
+    /* Slow warm-up: average >= 5000 ms turns the policy off, for good. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    for (int i = 0; i < 10; i++) d[i] = 5000.0;
+    warm_up(&f, d, 10);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "average warm-up of 5000 ms: off");
+    CHECK_EQ(f.stopped, 1, "stopped after a slow warm-up");
+    for (int i = 0; i < 200; i++) s3x_fbt_on_success(&f, 10.0, 5.0);
+    for (int i = 0; i < 20; i++) s3x_fbt_on_timeout(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "stays off after fast successes and timeouts");
+
+    /* Just below: average 4999 ms -> timeout 4999. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    for (int i = 0; i < 10; i++) d[i] = 4999.0;
+    warm_up(&f, d, 10);
+    CHECK_EQ(s3x_fbt_current(&f), 4999, "average warm-up of 4999 ms: timeout 4999");
+
+    /* A fast warm-up (average 1800 ms) whose top tenth is above the 5 s
+     * ceiling: the policy stops at once (aws-c-s3 would set 9000 ms and stop
+     * at the next success, when the EWMA step is still above 5 s). */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    for (int i = 0; i < 9; i++) d[i] = 1000.0;
+    d[9] = 9000.0;
+    warm_up(&f, d, 10);
+    CHECK(s3x_fbt_current(&f) == 0 && f.stopped == 1, "warm-up P90 above 5000 ms: off (current %lld, stopped %d)",
+          (long long)s3x_fbt_current(&f), f.stopped);
+
+    /* Every warm-up sample counts, the first one included (aws-c-s3 never
+     * pushes its first sample into the heap: there this would give 1000). */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    d[0] = 3000.0;
+    for (int i = 1; i < 10; i++) d[i] = 100.0 * i;
+    warm_up(&f, d, 10);
+    CHECK_EQ(s3x_fbt_current(&f), 3000, "the first warm-up sample is part of the top tenth");
+}
+
+/* The implementation keeps whole milliseconds: one step of the EWMA. */
+static int64_t ewma_step(int64_t t, double expected) { return (int64_t)llround(0.99 * (double)t + 0.01 * expected); }
+
+static void warm_to(s3x_fbt *f, int64_t concurrency, double duration) {
+    s3x_fbt_init(f, S3X_SLOW_PART_DYNAMIC, concurrency);
+    int n = f->warmup_n;
+    for (int i = 0; i < n; i++) s3x_fbt_on_success(f, duration, duration / 2);
+}
+
+static void test_fbt_ewma(void) {
+    s3x_fbt f;
+    warm_to(&f, 10, 2000.0);
+    CHECK_EQ(s3x_fbt_current(&f), 2000, "warm start at 2000");
+    /* Varying ttfb: expected_k = mean(ttfb_1..k) + 700; t_k = 0.99 t + 0.01 expected. */
+    int64_t t = 2000;
+    double sum = 0;
+    int exact = 1;
+    for (int k = 1; k <= 300; k++) {
+        double ttfb = 100.0 + (double)((k * 53) % 400); /* 100 .. 499 */
+        sum += ttfb;
+        t = ewma_step(t, sum / k + 700.0);
+        s3x_fbt_on_success(&f, 5000.0, ttfb);
+        if (s3x_fbt_current(&f) != t) {
+            exact = 0;
+            printf("# k=%d expected %lld got %lld\n", k, (long long)t, (long long)s3x_fbt_current(&f));
+            break;
+        }
+    }
+    CHECK(exact, "EWMA toward mean ttfb + 700 ms matches step by step for 300 successes");
+    CHECK_EQ(f.ttfb_n, 300, "ttfb samples after warm-up");
+    CHECK_EQ(f.rate_done, 300, "completions counted after warm-up");
+
+    /* Constant ttfb 300: target 1000. Real-valued: t_k = 1000 + 1000 * 0.99^k. */
+    warm_to(&f, 10, 2000.0);
+    for (int k = 1; k <= 10; k++) s3x_fbt_on_success(&f, 1000.0, 300.0);
+    double ideal10 = 1000.0 + 1000.0 * pow(0.99, 10);
+    CHECK(fabs((double)s3x_fbt_current(&f) - ideal10) <= 1.0, "after 10 successes: %lld ms, ideal %.2f",
+          (long long)s3x_fbt_current(&f), ideal10);
+    for (int k = 11; k <= 100; k++) s3x_fbt_on_success(&f, 1000.0, 300.0);
+    double ideal100 = 1000.0 + 1000.0 * pow(0.99, 100);
+    CHECK(fabs((double)s3x_fbt_current(&f) - ideal100) <= 5.0, "after 100 successes: %lld ms, ideal %.2f",
+          (long long)s3x_fbt_current(&f), ideal100);
+    for (int k = 101; k <= 3000; k++) s3x_fbt_on_success(&f, 1000.0, 300.0);
+    double ideal3000 = 1000.0 + 1000.0 * pow(0.99, 3000);
+    /* With whole milliseconds kept between steps, 0.01 * (t - 1000) < 0.5
+     * rounds to no change once t is within 50 ms of the target. */
+    CHECK(fabs((double)s3x_fbt_current(&f) - ideal3000) <= 5.0,
+          "BUG: EWMA stalls at %lld ms, ideal %.2f (target 1000): retry.c set_timeout rounds timeout_ms to whole "
+          "ms every step, so the drift stops 50 ms from mean ttfb + 700",
+          (long long)s3x_fbt_current(&f), ideal3000);
+
+    /* Drift above the ceiling turns the policy off for good. */
+    warm_to(&f, 10, 4900.0);
+    CHECK_EQ(s3x_fbt_current(&f), 4900, "warm start at 4900");
+    s3x_fbt_on_success(&f, 100000.0, 100000.0); /* 0.99*4900 + 0.01*100700 = 5858 > 5000 */
+    CHECK_EQ(s3x_fbt_current(&f), 0, "EWMA above 5000 ms: off");
+    CHECK_EQ(f.stopped, 1, "stopped by the EWMA");
+    for (int i = 0; i < 2000; i++) s3x_fbt_on_success(&f, 100.0, 10.0);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "stays off");
+}
+
+static void test_fbt_timeouts(void) {
+    s3x_fbt f;
+    /* Timeouts before 10 successes are ignored. */
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 16);
+    for (int i = 0; i < 9; i++) s3x_fbt_on_success(&f, 500.0, 200.0);
+    for (int i = 0; i < 5; i++) s3x_fbt_on_timeout(&f, 0);
+    CHECK(f.rate_done == 0 && f.rate_fail == 0 && f.timeout_ms == 0, "timeouts with 9 successes are ignored");
+
+    /* Warm start 2000, ttfb 1300 keeps the EWMA at exactly 2000. */
+    warm_to(&f, 10, 2000.0);
+    s3x_fbt_on_success(&f, 2000.0, 1300.0);
+    CHECK_EQ(s3x_fbt_current(&f), 2000, "EWMA at its target stays put");
+    /* rate_done=1. A timeout: done 2, fail 1 <= ceil(2/100) = 1: no change. */
+    s3x_fbt_on_timeout(&f, 2000);
+    CHECK_EQ(s3x_fbt_current(&f), 2000, "one timeout in 2: not above ceil(2/100)");
+    /* Another: done 3, fail 2 > 1 -> > 1%: +1000, counters reset. */
+    s3x_fbt_on_timeout(&f, 2000);
+    CHECK_EQ(s3x_fbt_current(&f), 3000, "more than 1% timed out: +1000 ms");
+    CHECK(f.rate_done == 0 && f.rate_fail == 0, "1%% step resets the rate counters (done %lld fail %lld)",
+          (long long)f.rate_done, (long long)f.rate_fail);
+
+    /* > 0.1% but <= 1%: 150 successes (ttfb 2300 holds 3000), then 2 timeouts. */
+    for (int i = 0; i < 150; i++) s3x_fbt_on_success(&f, 3000.0, 2300.0);
+    int64_t t = s3x_fbt_current(&f);
+    /* ttfb mean now mixes 1300 and 2300; recompute the expected value exactly. */
+    {
+        int64_t r = 2000;
+        double sum = 1300.0;
+        r = ewma_step(r, sum / 1 + 700.0);
+        r += 1000;
+        for (int i = 0; i < 150; i++) {
+            sum += 2300.0;
+            r = ewma_step(r, sum / (2 + i) + 700.0);
+        }
+        CHECK_EQ(t, r, "EWMA after the 1% step and 150 successes");
+    }
+    s3x_fbt_on_timeout(&f, t); /* done 151, fail 1: not > ceil(151/1000) = 1 */
+    CHECK_EQ(s3x_fbt_current(&f), t, "1 timeout in 151: no step");
+    s3x_fbt_on_timeout(&f, t); /* done 152, fail 2: > 1 (0.1%), not > ceil(152/100) = 2 */
+    CHECK_EQ(s3x_fbt_current(&f), t + 100, "more than 0.1% timed out: +100 ms");
+    CHECK(f.rate_done == 152 && f.rate_fail == 2, "0.1%% step keeps the counters (done %lld fail %lld)",
+          (long long)f.rate_done, (long long)f.rate_fail);
+    /* Guard: a timeout that used an older, shorter timeout does not bump. */
+    int64_t t2 = s3x_fbt_current(&f);
+    /* done 153, fail 3 > ceil(153/100) = 2 -> 1% branch; used = t2 - 1000: no bump, counters reset */
+    s3x_fbt_on_timeout(&f, t2 - 1000);
+    CHECK_EQ(s3x_fbt_current(&f), t2, "guard: used + 1000 <= current: no 1% bump");
+    CHECK(f.rate_done == 0 && f.rate_fail == 0, "the 1%% branch resets even without a bump");
+    s3x_fbt_on_timeout(&f, t2); /* done 1 fail 1 */
+    s3x_fbt_on_timeout(&f, t2 - 999); /* done 2 fail 2 > 1: used + 1000 > current -> bump */
+    CHECK_EQ(s3x_fbt_current(&f), t2 + 1000, "guard: used + 1000 > current: 1% bump");
+
+    /* The 0.1% guard: used + 100 must exceed the current timeout. */
+    warm_to(&f, 10, 2000.0);
+    for (int i = 0; i < 200; i++) s3x_fbt_on_success(&f, 2000.0, 1300.0);
+    CHECK_EQ(s3x_fbt_current(&f), 2000, "held at 2000");
+    s3x_fbt_on_timeout(&f, 2000);      /* done 201 fail 1 */
+    s3x_fbt_on_timeout(&f, 2000 - 100); /* done 202 fail 2: 0.1% branch, used + 100 == current: no bump */
+    CHECK_EQ(s3x_fbt_current(&f), 2000, "guard: used + 100 <= current: no 0.1% bump");
+    s3x_fbt_on_timeout(&f, 2000 - 99); /* done 203 fail 3, not > ceil(203/100) = 3: 0.1% step */
+    CHECK_EQ(s3x_fbt_current(&f), 2100, "guard: used + 100 > current: 0.1% bump");
+
+    /* Steps up to the ceiling: 5000 is kept, above it the policy stops. */
+    warm_to(&f, 10, 2000.0);
+    int64_t expect[] = {3000, 4000, 5000};
+    for (int s = 0; s < 3; s++) {
+        s3x_fbt_on_timeout(&f, s3x_fbt_current(&f));
+        s3x_fbt_on_timeout(&f, s3x_fbt_current(&f));
+        CHECK_EQ(s3x_fbt_current(&f), expect[s], "1% steps 2000 -> 3000 -> 4000 -> 5000");
+    }
+    CHECK_EQ(f.stopped, 0, "exactly 5000 ms is not above the ceiling");
+    s3x_fbt_on_timeout(&f, 5000);
+    s3x_fbt_on_timeout(&f, 5000);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "a step above 5000 ms turns the policy off");
+    CHECK_EQ(f.stopped, 1, "stopped");
+    for (int i = 0; i < 1000; i++) s3x_fbt_on_success(&f, 100.0, 10.0);
+    for (int i = 0; i < 10; i++) s3x_fbt_on_timeout(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "off for good");
+    CHECK_EQ(f.timeout_ms, 0, "timeout_ms cleared");
+}
+
+int main(void) {
+    test_rng();
+    test_backoff();
+    test_budget();
+    test_fbt_off_fixed();
+    test_fbt_warmup();
+    test_fbt_ewma();
+    test_fbt_timeouts();
+    return tap_summary("test_retry");
+}
