@@ -542,8 +542,7 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
         s3x_pool_set_size(&x->pool, (size_t)R->part_size);
         /* Every pool kind is held to the memory limit here: reordering must
          * not grow memory, whatever the pool. */
-        x->pool.max_buffers = (int)nbuf;
-        if (x->pool.kind != S3X_POOL_BOUNDED && limit <= 0) x->pool.max_buffers = (int)(c + 1);
+        s3x_pool_set_limit(&x->pool, (int)nbuf);
         s3x_pool_reset_counters(&x->pool);
         if (c > nbuf) c = nbuf;
     }

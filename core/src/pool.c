@@ -31,6 +31,15 @@ void s3x_pool_set_size(s3x_pool *p, size_t buf_size) {
     p->nfree = keep;
 }
 
+void s3x_pool_set_limit(s3x_pool *p, int max_buffers) {
+    p->max_buffers = max_buffers;
+    if (p->kind != S3X_POOL_BOUNDED) return;
+    while (p->alive > max_buffers && p->nfree > 0) {
+        p->nfree--;
+        free_buffer(p, p->free_list[p->nfree], p->free_sizes[p->nfree]);
+    }
+}
+
 char *s3x_pool_get(s3x_pool *p, int *oom) {
     if (oom) *oom = 0;
     if (p->kind != S3X_POOL_MALLOC) {
@@ -44,15 +53,9 @@ char *s3x_pool_get(s3x_pool *p, int *oom) {
             }
         }
     }
-    if (p->kind == S3X_POOL_BOUNDED && p->alive >= p->max_buffers) {
-        /* A kept buffer of an old size may stand in the way of a new one. */
-        if (p->nfree > 0) {
-            p->nfree--;
-            free_buffer(p, p->free_list[p->nfree], p->free_sizes[p->nfree]);
-        } else {
-            return NULL;
-        }
-    }
+    /* The free list only ever holds buffers of the current size (set_size and
+     * put drop others), so an exhausted bounded pool has nothing to recycle. */
+    if (p->kind == S3X_POOL_BOUNDED && p->alive >= p->max_buffers) return NULL;
     char *b = malloc(p->buf_size ? p->buf_size : 1);
     if (!b) {
         if (oom) *oom = 1;

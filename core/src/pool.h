@@ -29,6 +29,10 @@ void s3x_pool_init(s3x_pool *p, int kind, size_t buf_size, int max_buffers);
 /* Changes the buffer size for later gets (buffers of the old size kept in
  * the free list are released). */
 void s3x_pool_set_size(s3x_pool *p, size_t buf_size);
+/* Sets how many buffers a BOUNDED pool may have alive; kept buffers beyond
+ * the new limit are freed at once (a pool reused by a transfer with a lower
+ * concurrency must not keep the earlier transfer's surplus). */
+void s3x_pool_set_limit(s3x_pool *p, int max_buffers);
 /* A buffer of buf_size bytes, or NULL: out of memory, or (BOUNDED) every
  * buffer is in use. *oom is set to 1 when the reason is a failed malloc. */
 char *s3x_pool_get(s3x_pool *p, int *oom);

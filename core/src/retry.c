@@ -40,6 +40,7 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     if (knob > 0) {
         f->mode = 1;
         f->timeout_ms = knob;
+        f->timeout_exact_ms = (double)knob;
         return;
     }
     f->mode = 2;
@@ -82,7 +83,9 @@ static void set_timeout(s3x_fbt *f, double ms) {
     if (ms > S3X_FBT_CEILING_MS) {
         f->stopped = 1;
         f->timeout_ms = 0;
+        f->timeout_exact_ms = 0;
     } else {
+        f->timeout_exact_ms = ms;
         f->timeout_ms = (int64_t)llround(ms);
     }
 }
@@ -110,7 +113,7 @@ void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
     f->ttfb_n++;
     double expected = f->ttfb_sum_ms / (double)f->ttfb_n + S3X_FBT_OFFSET_MS;
     /* Drift slowly toward the mean time to first byte plus a margin. */
-    set_timeout(f, 0.99 * (double)f->timeout_ms + 0.01 * expected);
+    set_timeout(f, 0.99 * f->timeout_exact_ms + 0.01 * expected);
 }
 
 void s3x_fbt_on_timeout(s3x_fbt *f, int64_t used_ms) {
@@ -121,9 +124,9 @@ void s3x_fbt_on_timeout(s3x_fbt *f, int64_t used_ms) {
     if (f->rate_fail > pct1) {
         /* More than 1% of recent parts timed out: a larger step. */
         f->rate_done = f->rate_fail = 0;
-        if (used_ms + 1000 > f->timeout_ms) set_timeout(f, (double)f->timeout_ms + 1000);
+        if (used_ms + 1000 > f->timeout_ms) set_timeout(f, f->timeout_exact_ms + 1000);
     } else if (f->rate_fail > pmille) {
         /* More than 0.1%: a smaller one. The guard ignores stale timeouts. */
-        if (used_ms + 100 > f->timeout_ms) set_timeout(f, (double)f->timeout_ms + 100);
+        if (used_ms + 100 > f->timeout_ms) set_timeout(f, f->timeout_exact_ms + 100);
     }
 }

@@ -35,7 +35,8 @@ void s3x_budget_refund(s3x_retry_budget *b);
 typedef struct s3x_fbt {
     int mode;                 /* 0 off, 1 fixed, 2 dynamic */
     int stopped;
-    int64_t timeout_ms;       /* in force now; 0 = none */
+    int64_t timeout_ms;       /* in force now, whole milliseconds; 0 = none */
+    double timeout_exact_ms;  /* the same unrounded, so small steps of the average add up */
     int warmup_n;             /* N = max(concurrency, 10) */
     int n_ok;
     double warmup_sum_ms;

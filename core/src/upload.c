@@ -22,6 +22,7 @@
 #define MAX_PARTS 10000
 #define MIN_PART (5 * MiB)
 #define MAX_PART (5 * GiB)
+#define MAX_OBJECT (5 * 1024 * GiB)
 #define GROWTH_EVERY 2000 /* unknown sizes: the part size doubles every 2000 parts */
 #define SCRATCH (1 * MiB)
 
@@ -146,16 +147,24 @@ int64_t s3x_upload_plan_part_size(const s3x_upload *u, int64_t size) {
         if (hint > 0) size = hint;
         else return p;
     }
-    int64_t need = (size + MAX_PARTS - 1) / MAX_PARTS;
+    int64_t need = size / MAX_PARTS + (size % MAX_PARTS != 0); /* no overflow near INT64_MAX */
     if (need > p) p = round_up(need, MiB);
     return p;
 }
 
 /* Part size of part n of a stream of unknown size: doubles every GROWTH_EVERY
- * parts, never above 5 GiB nor above what the memory limit can hold. */
+ * parts, never above 5 GiB nor above what the memory limit can hold. With a
+ * size hint the parts already fit the hint, so growth only starts once the
+ * stream has gone past it. */
 static int64_t stream_part_size(const run *R, int n) {
     int64_t p = R->part_size;
-    int steps = (n - 1) / GROWTH_EVERY;
+    int64_t hint = R->x->params[S3X_PARAM_SIZE_HINT];
+    int first = 1;
+    if (hint > 0) {
+        int64_t hint_parts = hint / p + (hint % p != 0);
+        first = hint_parts >= MAX_PARTS ? MAX_PARTS : (int)hint_parts + 1;
+    }
+    int steps = n < first ? 0 : (n - first) / GROWTH_EVERY + (hint > 0 ? 1 : 0);
     int64_t limit = R->x->params[S3X_PARAM_MEMORY_LIMIT];
     int64_t c = R->x->params[S3X_PARAM_CONCURRENCY];
     for (int i = 0; i < steps; i++) {
@@ -682,6 +691,10 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
     int single = src->size >= 0 && src->size < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
     if (single) R.part_size = src->size;
     int rc = 0;
+    if (src->size > MAX_OBJECT) {
+        rc = s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes is larger than S3's 5 TiB limit", src->size);
+        goto out;
+    }
     if (R.part_size > MAX_PART) {
         rc = s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes needs parts of %" PRId64 " bytes, above S3's 5 GiB limit",
                         src->size, R.part_size);
@@ -696,7 +709,7 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
             s3x_pool_init(&x->pool, (int)x->params[S3X_PARAM_POOL], (size_t)R.part_size, (int)(c + 1));
             x->pool_ready = 1;
         }
-        x->pool.max_buffers = (int)(c + 1);
+        s3x_pool_set_limit(&x->pool, (int)(c + 1));
         s3x_pool_reset_counters(&x->pool);
     }
     R.parts = calloc(MAX_PARTS, sizeof *R.parts);
