@@ -124,10 +124,12 @@ void s3x_http_req_reset(s3x_client *c, s3x_http_req *r);
 
 #endif
 
-/* CompleteMultipartUpload with a prebuilt XML body (the upload manager adds
- * checksums); handles the 200-with-error case. */
-int s3x_complete_multipart_raw(s3x_client *c, const char *bucket, const char *key, const char *upload_id,
-                               const char *body, size_t blen, s3x_http_req *unused, char **etag_out);
+/* S3 may answer CompleteMultipartUpload with 200 and still fail it in the
+ * body: returns S3X_EHTTP with that error's code (thread error set) when the
+ * response body is an <Error>, else 0. */
+int s3x_http_check_complete_body(const s3x_http_req *r);
+/* The object size from "bytes 0-9/1234" (1234), or -1. */
+int64_t s3x_content_range_total(const char *content_range);
 
 /* 1 if bucket was seen to exist by this client; remembers it when add. */
 int s3x_client_bucket_known(s3x_client *c, const char *bucket);

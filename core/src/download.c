@@ -122,7 +122,6 @@ void s3x_download_cancel(s3x_download *d) {
 
 #define STAGE_SIZE (256u * 1024u)
 
-static int64_t total_from_range(const char *cr);
 
 static int pwrite_all(drun *R, const char *p, size_t left, int64_t off) {
     while (left) {
@@ -166,7 +165,7 @@ static int on_body(const void *data, size_t len, void *payload) {
         return 1;
     }
     if (s->index == 0 && s->got == 0 && R->kind == DST_MEM) {
-        int64_t total = r->status == 206 ? total_from_range(r->content_range) : r->content_length;
+        int64_t total = r->status == 206 ? s3x_content_range_total(r->content_range) : r->content_length;
         if (total >= 0 && (uint64_t)total > R->mem_cap) {
             R->too_big = 1;
             return 1;
@@ -233,15 +232,6 @@ static int on_body(const void *data, size_t len, void *payload) {
 
 /* ---- planning -------------------------------------------------------------------- */
 
-static int64_t total_from_range(const char *cr) {
-    if (!cr) return -1;
-    const char *slash = strrchr(cr, '/');
-    if (!slash || slash[1] == '*') return -1;
-    char *end;
-    long long v = strtoll(slash + 1, &end, 10);
-    return end == slash + 1 ? -1 : (int64_t)v;
-}
-
 static void range_of(const drun *R, int index, int64_t *off, int64_t *size) {
     *off = (int64_t)index * R->part_size;
     *size = R->total - *off;
@@ -289,7 +279,7 @@ static int start_range(drun *R, rslot *s) {
 /* Learns the object's size, ETag and checksum from the first response. */
 static int learn_object(drun *R, rslot *s) {
     s3x_http_req *r = &s->req;
-    int64_t total = r->status == 206 ? total_from_range(r->content_range) : r->content_length;
+    int64_t total = r->status == 206 ? s3x_content_range_total(r->content_range) : r->content_length;
     if (total < 0)
         return s3x_seterr(S3X_ENETWORK, "GetObject s3://%s/%s: the response did not say the object's size", R->bucket,
                           R->key);
@@ -332,7 +322,7 @@ static void on_range_done(s3x_http_req *r, void *payload) {
                      ((r->content_length >= 0 && s->got != r->content_length) ||
                       (s->size >= 0 && !(s->index == 0 && R->total < 0) && s->got != s->size));
     if (R->too_big) {
-        int64_t total = r->status == 206 ? total_from_range(r->content_range) : r->content_length;
+        int64_t total = r->status == 206 ? s3x_content_range_total(r->content_range) : r->content_length;
         s3x_xfer_failf(x, S3X_ELIMIT, "s3://%s/%s is %" PRId64 " bytes, larger than the %zu-byte buffer", R->bucket,
                        R->key, total, R->mem_cap);
         s->state = RS_FREE;

@@ -563,3 +563,25 @@ void s3x_http_req_reset(s3x_client *c, s3x_http_req *r) {
     r->aborted_by_callback = r->read_failed = 0;
     r->t_start = r->t_sent = r->t_first_byte = r->t_end = 0;
 }
+
+int s3x_http_check_complete_body(const s3x_http_req *r) {
+    if (!s3x_xml_is_error(r->resp_body.data, r->resp_body.len)) return 0;
+    s3x_xml_error xe;
+    memset(&xe, 0, sizeof xe);
+    s3x_xml_parse_error(r->resp_body.data, r->resp_body.len, &xe);
+    const char *code = xe.code && *xe.code ? xe.code : "InternalError";
+    int rc = s3x_seterr_http(S3X_EHTTP, (int)r->status, code, xe.request_id && *xe.request_id ? xe.request_id : r->request_id,
+                             "%s s3://%s/%s: %s%s%s (in a 200 response)", r->op, r->bucket, r->key, code,
+                             xe.message && *xe.message ? ": " : "", xe.message ? xe.message : "");
+    s3x_xml_error_free(&xe);
+    return rc;
+}
+
+int64_t s3x_content_range_total(const char *cr) {
+    if (!cr) return -1;
+    const char *slash = strrchr(cr, '/');
+    if (!slash || slash[1] == '*') return -1;
+    char *end;
+    long long v = strtoll(slash + 1, &end, 10);
+    return end == slash + 1 ? -1 : (int64_t)v;
+}

@@ -56,16 +56,6 @@ static void fill_info(const s3x_http_req *r, s3x_object_info *info, int64_t size
     info->version_id = xstrdup0(r->version_id);
 }
 
-/* "bytes 0-9/1234" → 1234; -1 when absent or unparsable. */
-static int64_t total_from_range(const char *cr) {
-    if (!cr) return -1;
-    const char *slash = strrchr(cr, '/');
-    if (!slash || slash[1] == '*') return -1;
-    char *end;
-    long long v = strtoll(slash + 1, &end, 10);
-    return end == slash + 1 ? -1 : (int64_t)v;
-}
-
 int s3x_create_bucket(s3x_client *c, const char *bucket) {
     int rc;
     if ((rc = need("client", c)) || (rc = check_bucket(bucket))) return rc;
@@ -167,7 +157,7 @@ static int set_range(s3x_http_req *r, char *buf, size_t cap, int64_t start, int6
 }
 
 static int64_t object_size_of(const s3x_http_req *r) {
-    int64_t t = total_from_range(r->content_range);
+    int64_t t = s3x_content_range_total(r->content_range);
     return t >= 0 ? t : r->content_length;
 }
 
@@ -365,32 +355,14 @@ int s3x_complete_multipart_upload(s3x_client *c, const char *bucket, const char 
     rc = s3x_xml_build_complete(cp, nparts, NULL, &body, &blen);
     free(cp);
     if (rc) return rc;
-    rc = s3x_complete_multipart_raw(c, bucket, key, upload_id, body, blen, NULL, etag_out);
-    free(body);
-    return rc;
-}
-
-int s3x_complete_multipart_raw(s3x_client *c, const char *bucket, const char *key, const char *upload_id,
-                               const char *body, size_t blen, s3x_http_req *done_req, char **etag_out) {
-    (void)done_req;
     s3x_http_req r;
     init_req(&r, "CompleteMultipartUpload", "POST", bucket, key);
     r.query[r.nquery++] = (s3x_kv){"uploadId", upload_id};
     r.headers[r.nheaders++] = (s3x_kv){"content-type", "application/xml"};
     r.body = body;
     r.body_len = blen;
-    int rc = run(c, &r);
-    if (!rc && s3x_xml_is_error(r.resp_body.data, r.resp_body.len)) {
-        /* S3 may answer 200 and still fail the request in the body. */
-        s3x_xml_error xe;
-        memset(&xe, 0, sizeof xe);
-        s3x_xml_parse_error(r.resp_body.data, r.resp_body.len, &xe);
-        rc = s3x_seterr_http(S3X_EHTTP, (int)r.status, xe.code ? xe.code : "InternalError",
-                             xe.request_id ? xe.request_id : r.request_id,
-                             "CompleteMultipartUpload s3://%s/%s: %s%s%s (in a 200 response)", bucket, key,
-                             xe.code ? xe.code : "error", xe.message ? ": " : "", xe.message ? xe.message : "");
-        s3x_xml_error_free(&xe);
-    }
+    rc = run(c, &r);
+    if (!rc) rc = s3x_http_check_complete_body(&r);
     if (!rc && etag_out) {
         s3x_xml_complete cr;
         memset(&cr, 0, sizeof cr);
@@ -402,6 +374,7 @@ int s3x_complete_multipart_raw(s3x_client *c, const char *bucket, const char *ke
         s3x_xml_complete_free(&cr);
     }
     s3x_http_req_reset(c, &r);
+    free(body);
     return rc;
 }
 

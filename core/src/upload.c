@@ -469,6 +469,37 @@ static int check_bucket_exists(run *R) {
     return rc;
 }
 
+/* "2026-12-02T14:21:06Z" or "...06.123Z" -> seconds since the epoch, or -1. */
+static time_t parse_iso8601(const char *s) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (!s || sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                     &tm.tm_sec) != 6)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return timegm(&tm);
+}
+
+/* A CreateMultipartUpload whose response was lost may have created an
+ * upload anyway, and its retry another one. Abort the uploads of this key
+ * that started around our attempts and are not the one in use, so none is
+ * left behind. (Another writer racing us on the same key within that minute
+ * would lose its upload: two writers of one key race anyway.) */
+static void abort_lost_uploads(run *R, time_t started) {
+    s3x_upload_list *l = NULL;
+    if (s3x_list_multipart_uploads(R->x->client, R->bucket, R->key, &l) != 0) return;
+    time_t now = time(NULL);
+    for (size_t i = 0; i < l->count; i++) {
+        s3x_upload_entry *e = &l->uploads[i];
+        time_t t = parse_iso8601(e->initiated);
+        if (strcmp(e->key, R->key) || !strcmp(e->upload_id, R->upload_id) || t < started - 60 || t > now + 60)
+            continue;
+        s3x_abort_multipart_upload(R->x->client, R->bucket, R->key, e->upload_id);
+    }
+    s3x_upload_list_free(l);
+}
+
 static int create_mpu(run *R) {
     s3x_http_req r;
     memset(&r, 0, sizeof r);
@@ -479,10 +510,13 @@ static int create_mpu(run *R) {
     r.query[r.nquery++] = (s3x_kv){"uploads", ""};
     if (s3x_checksum_algorithm(R->checksum))
         r.headers[r.nheaders++] = (s3x_kv){"x-amz-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
-    int rc = s3x_xfer_perform(R->x, &r);
+    time_t started = time(NULL);
+    int maybe_twice = 0;
+    int rc = s3x_xfer_perform_ex(R->x, &r, &maybe_twice);
     if (!rc) rc = s3x_xml_parse_initiate(r.resp_body.data, r.resp_body.len, &R->upload_id);
     s3x_http_req_reset(R->x->client, &r);
     if (!rc) snprintf(R->x->res->upload_id, sizeof R->x->res->upload_id, "%s", R->upload_id);
+    if (!rc && maybe_twice) abort_lost_uploads(R, started);
     return rc;
 }
 
@@ -514,16 +548,21 @@ static int complete_mpu(run *R) {
     r.headers[r.nheaders++] = (s3x_kv){"content-type", "application/xml"};
     r.body = body;
     r.body_len = blen;
-    rc = s3x_xfer_perform(R->x, &r);
-    if (!rc && s3x_xml_is_error(r.resp_body.data, r.resp_body.len)) {
-        s3x_xml_error xe;
-        memset(&xe, 0, sizeof xe);
-        s3x_xml_parse_error(r.resp_body.data, r.resp_body.len, &xe);
-        rc = s3x_seterr_http(S3X_EHTTP, (int)r.status, xe.code ? xe.code : "InternalError",
-                             xe.request_id ? xe.request_id : r.request_id,
-                             "CompleteMultipartUpload s3://%s/%s: %s%s%s (in a 200 response)", R->bucket, R->key,
-                             xe.code ? xe.code : "error", xe.message ? ": " : "", xe.message ? xe.message : "");
-        s3x_xml_error_free(&xe);
+    /* A 200 whose body is a retryable <Error> is retried like a 500. */
+    for (int attempt = 1;; attempt++) {
+        rc = s3x_xfer_perform(R->x, &r);
+        if (!rc) rc = s3x_http_check_complete_body(&r);
+        const char *code = s3x_error_last()->s3_code;
+        int again = rc == S3X_EHTTP && r.status == 200 && attempt < R->x->params[S3X_PARAM_MAX_ATTEMPTS] &&
+                    (!strcmp(code, "InternalError") || !strcmp(code, "SlowDown") ||
+                     !strcmp(code, "ServiceUnavailable") || !strcmp(code, "RequestTimeout"));
+        if (!again) break;
+        R->x->res->retries++;
+        R->x->res->retries_http++;
+        double d = s3x_backoff_delay(&R->x->rng, attempt);
+        struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+        nanosleep(&ts, NULL);
+        s3x_http_req_reset(R->x->client, &r);
     }
     if (!rc) {
         s3x_xml_complete c;

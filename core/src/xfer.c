@@ -195,7 +195,10 @@ static void one_done(s3x_http_req *r, void *p) {
     ((one_state *)p)->done = 1;
 }
 
-int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r) {
+int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r) { return s3x_xfer_perform_ex(x, r, NULL); }
+
+int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied) {
+    if (maybe_applied) *maybe_applied = 0;
     for (int attempt = 1;; attempt++) {
         if (attempt > 1) {
             /* keep the request description, drop the last response */
@@ -219,6 +222,9 @@ int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r) {
         r->on_done = NULL;
         double delay;
         int v = s3x_xfer_judge(x, r, attempt, 0, &delay);
+        if (maybe_applied && r->curl_rc != CURLE_OK && r->curl_rc != CURLE_COULDNT_CONNECT &&
+            r->curl_rc != CURLE_COULDNT_RESOLVE_HOST)
+            *maybe_applied = 1;
         if (v == S3X_REQ_OK) return s3x_http_check(x->client, r);
         if (v == S3X_REQ_FAIL) return s3x_error_last()->code;
         sleep_s(delay);

@@ -73,6 +73,10 @@ int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_tim
  * CompleteMultipartUpload, AbortMultipartUpload and first GETs). r is reset
  * and re-prepared between attempts; the caller resets it at the end. */
 int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r);
+/* Same; *maybe_applied is set to 1 when an attempt failed in a way that may
+ * have reached the server anyway (the connection broke after the request was
+ * sent), so a non-idempotent request may have taken effect more than once. */
+int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied);
 
 /* First-byte timeout bookkeeping for a finished successful request. */
 void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r);

@@ -205,8 +205,9 @@ class Rule:
         if FAULTS[f] == "error":
             dstatus, dreason, dcode, dmsg = _ERROR_DEFAULTS[f]
             self.status = dstatus if self.status is None else int(self.status)
-            if not 400 <= self.status <= 599:
-                raise ValueError("error status must be 4xx or 5xx")
+            # 200 too: S3 can fail CompleteMultipartUpload inside a 200 response.
+            if not (400 <= self.status <= 599 or self.status == 200):
+                raise ValueError("error status must be 4xx, 5xx or 200 (an error body in a 200 response)")
             if self.code is None:
                 self.code = dcode if self.status == dstatus else "InternalError"
             if self.message is None:

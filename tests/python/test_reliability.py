@@ -193,3 +193,33 @@ def test_server_back_within_retry_window(pclient, client, boto, bucket, proxy):
     assert r.retries >= 1
     assert boto.get_object(Bucket=bucket, Key="back")["Body"].read() == data
     assert client.list_multipart_uploads(bucket) == []
+
+
+def test_complete_answering_200_with_an_error(pclient, client, boto, bucket, proxy):
+    """S3 can fail CompleteMultipartUpload inside a 200 response."""
+    data = os.urandom(2 * P + 1)
+    # a retryable error in a 200: retried, then the upload completes
+    proxy.set_rules(["error:kind=complete,status=200,code=InternalError,message=try again,times=1"])
+    r = pclient.upload_bytes(data, bucket, "ok", config=TransferConfig(part_size=P))
+    assert r.retries_http == 1
+    assert boto.get_object(Bucket=bucket, Key="ok")["Body"].read() == data
+    # a final error in a 200: a clear error, and the upload is aborted
+    proxy.set_rules(["error:kind=complete,status=200,code=InvalidPart,message=bad part"])
+    with pytest.raises(s3xfer.ClientError) as ei:
+        pclient.upload_bytes(data, bucket, "bad", config=TransferConfig(part_size=P))
+    assert ei.value.code == "InvalidPart" and "in a 200 response" in str(ei.value)
+    proxy.set_rules([])
+    assert client.list_multipart_uploads(bucket) == []
+    assert [o["key"] for o in client.list_objects(bucket)] == ["ok"]
+
+
+def test_lost_create_response_leaves_no_orphan(pclient, client, boto, bucket, proxy):
+    """The server creates the upload but its answer is lost: the retry creates
+    a second one, and the first must not be left behind."""
+    data = os.urandom(2 * P + 1)
+    proxy.set_rules(["reset_response:kind=create_multipart,times=1"])
+    r = pclient.upload_bytes(data, bucket, "k", config=TransferConfig(part_size=P))
+    assert r.retries_network == 1
+    assert proxy.stats()["faults"] == {"reset_response": 1}
+    assert client.list_multipart_uploads(bucket) == []
+    assert boto.get_object(Bucket=bucket, Key="k")["Body"].read() == data
