@@ -23,9 +23,9 @@ help:
 deps:
 	@scripts/install-deps
 
-$(VENV)/.stamp: requirements-dev.txt
+$(VENV)/.stamp: requirements-dev.txt requirements-notebooks.txt
 	@python3 -m venv $(VENV)
-	@$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt -r requirements-notebooks.txt
 	@touch $@
 
 venv: deps $(VENV)/.stamp

@@ -24,8 +24,10 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import logging
 import os
 import pathlib
+import re
 import shutil
 import statistics
 import subprocess
@@ -89,6 +91,73 @@ def import_faultproxy():
         sys.path.insert(0, t)
     from faultproxy import FaultProxy
     return FaultProxy
+
+
+class ProxyTimings(logging.Handler):
+    """Per-request timings as the fault proxy sees them, joined with its decision
+    log (part number, faults), to get per-part latencies from outside s3xfer.
+
+    The proxy logs, at DEBUG, one line per request when it is done with it:
+    "conn C request SEQ METHOD KIND: OUTCOME in SECONDSs, faults [...]" (from the
+    request's head arriving to the end of its response, held time included).
+    This handler parses those lines; collect() copies the decision log (call it
+    before proxy.reset_stats(), which clears it); part_latencies() gives each
+    part's latency: from its first attempt's arrival to the end of its last
+    attempt (the one the client waited for), so a part re-sent after a
+    first-byte timeout counts the abandoned wait too.
+    """
+
+    LINE = re.compile(r"conn \d+ request (\d+) (\S+) (\S+): (\S+) in ([0-9.]+)s")
+
+    def __init__(self, proxy):
+        super().__init__(logging.DEBUG)
+        self.proxy = proxy
+        self.timings: dict = {}    # seq -> (start, end, outcome), time.time() clock
+        self.decided: dict = {}    # seq -> decision dict
+        self._logger = logging.getLogger("faultproxy")
+        self._saved = (self._logger.level, self._logger.propagate)
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False   # the debug lines go here only, not to the notebook
+        self._logger.addHandler(self)
+        _cleanups.append(self.close)
+
+    def emit(self, record):
+        m = self.LINE.match(record.getMessage())
+        if m:
+            dur = float(m.group(5))
+            self.timings[int(m.group(1))] = (record.created - dur, record.created, m.group(4))
+
+    def close(self):
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._saved[0])
+        self._logger.propagate = self._saved[1]
+        super().close()
+
+    def collect(self):
+        for d in self.proxy.decisions():
+            self.decided[d["seq"]] = d
+
+    def part_latencies(self, path: str, wait: float = 10.0) -> list:
+        """[(part number, seconds, attempts, held attempts)] of the UploadParts to
+        `path` ("/bucket/key"). Waits up to `wait` s for attempts the client gave
+        up on (the proxy finishes them when their hold ends)."""
+        seqs = [q for q, d in self.decided.items() if d["path"] == path and d["kind"] == "upload_part"]
+        deadline = time.monotonic() + wait
+        while any(q not in self.timings for q in seqs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        missing = [q for q in seqs if q not in self.timings]
+        if not seqs or missing:
+            raise RuntimeError(f"no proxy timing for {len(missing)} of {len(seqs)} UploadPart requests of {path}: "
+                               "has the fault proxy's debug log line changed?")
+        parts: dict = {}
+        for q in seqs:
+            parts.setdefault(int(self.decided[q]["part"]), []).append(q)
+        out = []
+        for n, qs in sorted(parts.items()):
+            att = sorted((self.timings[q] + (q,) for q in qs))  # by start time
+            held = sum(1 for q in qs if "delay_first_byte" in self.decided[q]["faults"])
+            out.append((n, att[-1][1] - att[0][0], len(att), held))
+        return out
 
 
 # ---- the server -------------------------------------------------------------------

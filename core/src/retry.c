@@ -80,6 +80,9 @@ static void heap_push_topk(s3x_fbt *f, double v) {
 }
 
 static void set_timeout(s3x_fbt *f, double ms) {
+    /* Never below the floor: a timeout shorter than a loaded server's normal
+     * think time would re-send parts that were not slow at all. */
+    if (ms < S3X_FBT_FLOOR_MS) ms = S3X_FBT_FLOOR_MS;
     if (ms > S3X_FBT_CEILING_MS) {
         f->stopped = 1;
         f->timeout_ms = 0;
@@ -103,7 +106,7 @@ void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
                 f->timeout_ms = 0;
             } else {
                 double p90 = f->topk[0]; /* smallest of the largest tenth ~ the 90th percentile */
-                set_timeout(f, p90 > S3X_FBT_FLOOR_MS ? p90 : S3X_FBT_FLOOR_MS);
+                set_timeout(f, p90);
             }
         }
         return;

@@ -30,7 +30,7 @@ void s3x_budget_refund(s3x_retry_budget *b);
 /* First-byte timeout policy. */
 #define S3X_FBT_CEILING_MS 5000   /* above this the optimisation turns itself off */
 #define S3X_FBT_OFFSET_MS 700     /* margin over the mean time to first byte */
-#define S3X_FBT_FLOOR_MS 1000     /* the warm-up's timeout is at least this */
+#define S3X_FBT_FLOOR_MS 1000     /* the learned timeout is never below this */
 #define S3X_FBT_MAX_TOPK 128
 typedef struct s3x_fbt {
     int mode;                 /* 0 off, 1 fixed, 2 dynamic */

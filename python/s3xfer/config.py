@@ -135,10 +135,20 @@ class TransferConfig:
         return {KNOBS[n].id: v for n, v in self._values.items() if n not in skip}
 
     def __getattr__(self, name: str) -> Any:
+        """A knob's value: as given, else the library's default in the same
+        form a caller would give it ("bounded", None, "off", True...)."""
         if name in TransferConfig._FIELDS:
             if name in self._given:
                 return self._given[name]
-            return KNOBS[name].default
+            default = KNOBS[name].default
+            if name in _ENUMS:
+                label = {v: k for k, v in _ENUMS[name][1].items()}[default]
+                return None if (name == "checksum" and label == "none") else label
+            if name == "slow_part_timeout":
+                return {_core.S3X_SLOW_PART_OFF: "off", _core.S3X_SLOW_PART_DYNAMIC: "dynamic"}.get(default, default)
+            if name in ("leave_parts_on_error", "validate_checksum"):
+                return bool(default)
+            return default
         raise AttributeError(name)
 
     def __repr__(self) -> str:

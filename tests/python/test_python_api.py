@@ -132,6 +132,10 @@ def test_transfer_config_validation_names_knob_and_range():
                          slow_part_timeout=1500)
     assert "pool" in repr(cfg)
     assert cfg.concurrency == default  # unset knobs report the C default
+    plain = TransferConfig()
+    assert (plain.pool, plain.buffer_strategy, plain.checksum, plain.slow_part_timeout) == \
+        ("bounded", "auto", None, "off")
+    assert plain.validate_checksum is True and plain.leave_parts_on_error is False
 
 
 def test_result_is_a_plain_readable_object(client, bucket):
