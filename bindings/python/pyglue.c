@@ -365,8 +365,8 @@ static int write_tramp(const void *data, size_t len, void *payload) {
 
 static PyObject *result_dict(const s3x_result *r) {
     return Py_BuildValue(
-        "{s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:s,s:s}", "bytes", (long long)r->bytes,
-        "parts", (long long)r->parts, "seconds", r->seconds, "requests", (long long)r->requests, "retries",
+        "{s:L,s:L,s:d,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:s,s:s}", "bytes",
+        (long long)r->bytes, "parts", (long long)r->parts, "seconds", r->seconds, "io_seconds", r->io_seconds, "requests", (long long)r->requests, "retries",
         (long long)r->retries, "retries_http", (long long)r->retries_http, "retries_network",
         (long long)r->retries_network, "retries_timeout", (long long)r->retries_timeout, "retries_first_byte",
         (long long)r->retries_first_byte, "slow_part_timeout_ms", (long long)r->slow_part_timeout_ms, "part_size",

@@ -148,7 +148,17 @@ static int flush_stage(drun *R, rslot *s) {
     return rc;
 }
 
+static int on_body_io(const void *data, size_t len, void *payload);
+
 static int on_body(const void *data, size_t len, void *payload) {
+    rslot *s = payload;
+    double t = s3x_now();
+    int rc = on_body_io(data, len, payload);
+    s->run->x->res->io_seconds += s3x_now() - t;
+    return rc;
+}
+
+static int on_body_io(const void *data, size_t len, void *payload) {
     rslot *s = payload;
     drun *R = s->run;
     s3x_http_req *r = &s->req;
@@ -383,7 +393,10 @@ static int deliver(drun *R) {
         for (int i = 0; i < R->nslots; i++)
             if (R->slots[i].state == RS_READY && R->slots[i].index == R->next_deliver) ready = &R->slots[i];
         if (!ready) return 0;
-        if (ready->got > 0 && R->write_fn(ready->buf, (size_t)ready->got, R->write_payload) != 0)
+        double t = s3x_now();
+        int stop = ready->got > 0 && R->write_fn(ready->buf, (size_t)ready->got, R->write_payload) != 0;
+        R->x->res->io_seconds += s3x_now() - t;
+        if (stop)
             return s3x_xfer_failf(R->x, S3X_ECANCELLED, "the consumer of s3://%s/%s stopped the download", R->bucket,
                                   R->key);
         release_buf(R, ready);

@@ -217,10 +217,19 @@ static int64_t read_stream(source *s, char *dst, size_t n) {
     return (int64_t)got;
 }
 
+static int64_t unbuffered_pread(run *R, slot *s, void *dst, size_t cap);
+
 /* curl's body source for UNBUFFERED file parts: pread in place. */
 static int64_t unbuffered_read(void *dst, size_t cap, void *payload) {
     slot *s = payload;
     run *R = s->run;
+    double t = s3x_now();
+    int64_t n = unbuffered_pread(R, s, dst, cap);
+    R->x->res->io_seconds += s3x_now() - t;
+    return n;
+}
+
+static int64_t unbuffered_pread(run *R, slot *s, void *dst, size_t cap) {
     int64_t left = s->size - s->pos;
     if (left <= 0) return 0;
     if ((int64_t)cap > left) cap = (size_t)left;
@@ -367,7 +376,16 @@ static void on_part_done(s3x_http_req *r, void *payload) {
 /* Assigns the next part to a free slot: reads it (BUFFERED), digests it and
  * starts its request. Returns 1 if started, 0 if nothing to do now (no more
  * parts, or no free buffer), <0 on error (thread error set). */
+static int feed_slot_io(run *R, slot *s);
+
 static int feed_slot(run *R, slot *s) {
+    double t = s3x_now();
+    int rc = feed_slot_io(R, s);
+    R->x->res->io_seconds += s3x_now() - t;
+    return rc;
+}
+
+static int feed_slot_io(run *R, slot *s) {
     if (R->no_more_parts) return 0;
     int64_t size;
     int number = R->next_part;

@@ -11,7 +11,9 @@ class TransferResult:
     """Figures of one upload or download.
 
     ``bytes``: object bytes moved; ``parts``: parts or ranges; ``seconds``:
-    wall time; ``requests``: HTTP requests sent (retries included);
+    wall time; ``io_seconds``: the part of it the transfer's thread spent
+    reading the source / writing the destination and computing checksums;
+    ``requests``: HTTP requests sent (retries included);
     ``retries`` and by cause ``retries_http`` / ``retries_network`` /
     ``retries_timeout`` / ``retries_first_byte``; ``slow_part_timeout_ms``:
     the first-byte timeout in force at the end; ``part_size`` and
@@ -22,6 +24,7 @@ class TransferResult:
     bytes: int
     parts: int
     seconds: float
+    io_seconds: float
     requests: int
     retries: int
     retries_http: int

@@ -110,6 +110,7 @@ def test_large_upload(client, boto, bucket, tmp_path, source):
     else:
         r = client.upload_bytes(data, bucket, "big", config=cfg)
     assert r.bytes == n and r.parts == -(-n // (8 * MiB))
+    assert 0 < r.io_seconds < r.seconds  # reading and checksums, a part of the wall time
     assert sha(fetch(boto, bucket, "big")) == sha(data)
     assert client.list_multipart_uploads(bucket) == []
 

@@ -27,6 +27,8 @@ typedef struct s3x_result {
     int64_t bytes;              /* object bytes moved */
     int64_t parts;              /* parts (upload) or ranges (download); 1 for a single request */
     double seconds;             /* wall time of the transfer */
+    double io_seconds;          /* of which the transfer's thread spent reading the source or writing
+                                   the destination and computing checksums (the rest it waits on the network) */
     int64_t requests;           /* HTTP requests sent, retries included */
     int64_t retries;            /* requests re-sent, all causes */
     int64_t retries_http;       /* ... after a retryable HTTP status (500, 503 SlowDown, ...) */
