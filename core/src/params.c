@@ -28,6 +28,8 @@ static const s3x_param_info g_params[S3X_PARAM__COUNT] = {
     [S3X_PARAM_SLOW_PART_TIMEOUT] = {"slow_part_timeout", -1, 3600000, S3X_SLOW_PART_OFF, S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD},
     [S3X_PARAM_VALIDATE_CHECKSUM] = {"validate_checksum", 0, 1, 1, S3X_SCOPE_DOWNLOAD},
     [S3X_PARAM_SIZE_HINT] = {"size_hint", 0, 5 * 1024 * GiB, 0, S3X_SCOPE_UPLOAD},
+    [S3X_PARAM_STALL_TIMEOUT_MS] = {"stall_timeout_ms", 0, 3600000, 30000, S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD},
+    [S3X_PARAM_STALL_MIN_RATE] = {"stall_min_rate", 1, 1024 * MiB, 1, S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD},
 };
 
 const s3x_param_info *s3x_param_info_get(s3x_param p) {

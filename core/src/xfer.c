@@ -173,11 +173,14 @@ void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r) {
 }
 
 void s3x_xfer_tune(s3x_xfer *x, s3x_http_req *r) {
-    (void)x;
-    /* Stall detection: a connection moving under 1 byte/s for 30 s is dropped
-     * (and retried). */
-    curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_TIME, 30L);
+    /* Stall detection: a request moving less than stall_min_rate bytes/s for
+     * stall_timeout_ms is dropped (CURLE_OPERATION_TIMEDOUT) and retried.
+     * libcurl counts whole seconds. */
+    int64_t ms = x->params[S3X_PARAM_STALL_TIMEOUT_MS];
+    if (ms <= 0) return;
+    long secs = (long)((ms + 999) / 1000);
+    curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_LIMIT, (long)x->params[S3X_PARAM_STALL_MIN_RATE]);
+    curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_TIME, secs);
 }
 
 static void sleep_s(double s) {

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import _core
 from .config import TransferConfig
-from .errors import InvalidConfigError
+from .errors import InvalidConfigError, TransferCancelled
 from .result import TransferResult
 
 ProgressFn = Callable[[int], Any]
@@ -241,40 +241,49 @@ class Client:
 
     # -- managed transfers ------------------------------------------------------
     @staticmethod
-    def _progress(progress: Optional[ProgressFn]):
-        """Adapts boto3's Callback contract (bytes since the last call) to C's (done, total)."""
-        if progress is None:
+    def _progress(progress: Optional[ProgressFn], cancel: Optional["CancelToken"] = None):
+        """Adapts boto3's Callback contract (bytes since the last call) to C's
+        (done, total), and checks the cancel token on every call (the C side
+        calls at least every 250 ms)."""
+        if progress is None and cancel is None:
             return None
         last = [0]
 
         def cb(done: int, total: int) -> None:
+            if cancel is not None and cancel.cancelled:
+                raise TransferCancelled("transfer cancelled through its CancelToken", errno=-11)
             delta = done - last[0]
             last[0] = done
-            if delta:
+            if delta and progress is not None:
                 progress(delta)
         return cb
 
     def _upload(self, source, bucket: str, key: str, config: Optional[TransferConfig],
-                progress: Optional[ProgressFn]) -> TransferResult:
+                progress: Optional[ProgressFn], cancel: Optional["CancelToken"]) -> TransferResult:
         knobs = (config or TransferConfig()).knobs("upload")
         with self._handle() as h:
-            return TransferResult._from_c(_core.py_upload(h, bucket, key, source, knobs, self._progress(progress)))
+            return TransferResult._from_c(_core.py_upload(h, bucket, key, source, knobs,
+                                                          self._progress(progress, cancel)))
 
     def upload_file(self, filename: Union[str, os.PathLike], bucket: str, key: str,
                     config: Optional[TransferConfig] = None,
-                    progress: Optional[ProgressFn] = None) -> TransferResult:
+                    progress: Optional[ProgressFn] = None,
+                    cancel: Optional["CancelToken"] = None) -> TransferResult:
         """Uploads a file with the upload manager (multipart above the threshold).
 
         ``progress`` is called with the number of bytes done since its last
         call (boto3's Callback contract; ``tqdm.update`` works as is). If it
         raises, the transfer is cancelled, the multipart upload aborted, and
-        the exception re-raised here. A file that changes during the upload
-        fails it with SourceChangedError.
+        the exception re-raised here. ``cancel`` (a :class:`CancelToken`) lets
+        another thread stop the transfer: it then raises TransferCancelled
+        within about 250 ms, after the same cleanup. A file that changes
+        during the upload fails it with SourceChangedError.
         """
-        return self._upload(os.fspath(filename), bucket, key, config, progress)
+        return self._upload(os.fspath(filename), bucket, key, config, progress, cancel)
 
     def upload_fileobj(self, fileobj, bucket: str, key: str, config: Optional[TransferConfig] = None,
-                       progress: Optional[ProgressFn] = None) -> TransferResult:
+                       progress: Optional[ProgressFn] = None,
+                       cancel: Optional["CancelToken"] = None) -> TransferResult:
         """Uploads everything read from a binary file object (``readinto`` or ``read``).
 
         The object is read sequentially until EOF (its length need not be
@@ -282,49 +291,72 @@ class Client:
         from memory without copying.
         """
         if isinstance(fileobj, (bytes, bytearray, memoryview)):
-            return self._upload(fileobj, bucket, key, config, progress)
+            return self._upload(fileobj, bucket, key, config, progress, cancel)
         if not hasattr(fileobj, "readinto"):
             if not hasattr(fileobj, "read"):
                 raise TypeError("fileobj must have readinto() or read()")
             fileobj = _ReadIntoAdapter(fileobj)
-        return self._upload(fileobj, bucket, key, config, progress)
+        return self._upload(fileobj, bucket, key, config, progress, cancel)
 
     def upload_bytes(self, data: BytesLike, bucket: str, key: str, config: Optional[TransferConfig] = None,
-                     progress: Optional[ProgressFn] = None) -> TransferResult:
+                     progress: Optional[ProgressFn] = None,
+                     cancel: Optional["CancelToken"] = None) -> TransferResult:
         """Uploads a bytes-like object with the upload manager (no copy unless buffered)."""
-        return self._upload(data, bucket, key, config, progress)
+        return self._upload(data, bucket, key, config, progress, cancel)
 
     def _download(self, dest, bucket: str, key: str, config: Optional[TransferConfig],
-                  progress: Optional[ProgressFn]) -> TransferResult:
+                  progress: Optional[ProgressFn], cancel: Optional["CancelToken"]) -> TransferResult:
         knobs = (config or TransferConfig()).knobs("download")
         with self._handle() as h:
-            return TransferResult._from_c(_core.py_download(h, bucket, key, dest, knobs, self._progress(progress)))
+            return TransferResult._from_c(_core.py_download(h, bucket, key, dest, knobs,
+                                                            self._progress(progress, cancel)))
 
     def download_file(self, bucket: str, key: str, filename: Union[str, os.PathLike],
                       config: Optional[TransferConfig] = None,
-                      progress: Optional[ProgressFn] = None) -> TransferResult:
+                      progress: Optional[ProgressFn] = None,
+                      cancel: Optional["CancelToken"] = None) -> TransferResult:
         """Downloads an object into a file with parallel ranged GETs.
 
         Bytes go to a temporary file beside ``filename`` that is renamed onto
         it only when complete; on failure it is removed and an existing file
         is left untouched.
         """
-        return self._download(os.fspath(filename), bucket, key, config, progress)
+        return self._download(os.fspath(filename), bucket, key, config, progress, cancel)
 
     def download_fileobj(self, bucket: str, key: str, fileobj, config: Optional[TransferConfig] = None,
-                         progress: Optional[ProgressFn] = None) -> TransferResult:
+                         progress: Optional[ProgressFn] = None,
+                         cancel: Optional["CancelToken"] = None) -> TransferResult:
         """Downloads an object in order into a writable binary file object
         (which may be non-seekable: a pipe, ``sys.stdout.buffer``). Memory for
         reordering ranges is bounded by ``memory_limit`` (or concurrency+1 ranges)."""
         if not hasattr(fileobj, "write"):
             raise TypeError("fileobj must have write()")
-        return self._download(fileobj, bucket, key, config, progress)
+        return self._download(fileobj, bucket, key, config, progress, cancel)
 
     def download_into(self, bucket: str, key: str, buffer, config: Optional[TransferConfig] = None,
-                      progress: Optional[ProgressFn] = None) -> TransferResult:
+                      progress: Optional[ProgressFn] = None,
+                      cancel: Optional["CancelToken"] = None) -> TransferResult:
         """Downloads an object into a writable buffer (bytearray, memoryview);
         ``result.bytes`` tells how much of it was filled."""
-        return self._download(memoryview(buffer).cast("B"), bucket, key, config, progress)
+        return self._download(memoryview(buffer).cast("B"), bucket, key, config, progress, cancel)
+
+
+class CancelToken:
+    """Cancels transfers from another thread: pass it as ``cancel=`` and call
+    :meth:`cancel`. The transfer stops within about 250 ms, cleans up (aborts
+    its multipart upload, removes its temporary file) and raises
+    TransferCancelled. One token can serve several transfers."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        """Asks every transfer using this token to stop."""
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
 
 
 class _ReadIntoAdapter:

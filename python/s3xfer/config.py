@@ -77,11 +77,14 @@ class TransferConfig:
         slow_part_timeout: "off", "dynamic" or a first-byte timeout in ms.
         validate_checksum: check full-object checksums on download.
         size_hint: expected size of a stream of unknown length.
+        stall_timeout_ms: drop and retry a request that moves less than
+            ``stall_min_rate`` bytes/s for this long (0 = off; whole seconds).
+        stall_min_rate: bytes/s below which a request counts as stalled.
     """
 
     _FIELDS = ("part_size", "multipart_threshold", "concurrency", "buffer_strategy", "pool", "memory_limit",
                "checksum", "leave_parts_on_error", "max_attempts", "slow_part_timeout", "validate_checksum",
-               "size_hint")
+               "size_hint", "stall_timeout_ms", "stall_min_rate")
 
     def __init__(self, part_size: Optional[int] = None, multipart_threshold: Optional[int] = None,
                  concurrency: Optional[int] = None,
@@ -89,13 +92,14 @@ class TransferConfig:
                  pool: Union[str, Pool, None] = None, memory_limit: Optional[int] = None,
                  checksum: Union[str, Checksum, None] = None, leave_parts_on_error: Optional[bool] = None,
                  max_attempts: Optional[int] = None, slow_part_timeout: Union[str, int, None] = None,
-                 validate_checksum: Optional[bool] = None, size_hint: Optional[int] = None):
+                 validate_checksum: Optional[bool] = None, size_hint: Optional[int] = None,
+                 stall_timeout_ms: Optional[int] = None, stall_min_rate: Optional[int] = None):
         self._values: Dict[str, int] = {}
         given = dict(part_size=part_size, multipart_threshold=multipart_threshold, concurrency=concurrency,
                      buffer_strategy=buffer_strategy, pool=pool, memory_limit=memory_limit, checksum=checksum,
                      leave_parts_on_error=leave_parts_on_error, max_attempts=max_attempts,
                      slow_part_timeout=slow_part_timeout, validate_checksum=validate_checksum,
-                     size_hint=size_hint)
+                     size_hint=size_hint, stall_timeout_ms=stall_timeout_ms, stall_min_rate=stall_min_rate)
         self._given = {k: v for k, v in given.items() if v is not None}
         for name, value in self._given.items():
             self._values[name] = self._convert(name, value)

@@ -207,3 +207,18 @@ def test_python_m_s3xfer_cli(s3env, boto, bucket, tmp_path):
     p = run("cp", f"s3://{bucket}/missing", str(tmp_path / "m"))
     assert p.returncode == 1 and b"NoSuchKey" in p.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_cancel_token_from_another_thread(s3env, slow_proxy, bucket, client):
+    c = s3xfer.Client(endpoint_url=slow_proxy.url, region=s3env["region"], access_key=s3env["access_key"],
+                      secret_key=s3env["secret_key"])
+    token = s3xfer.CancelToken()
+    threading.Timer(1.0, token.cancel).start()
+    t = time.monotonic()
+    with pytest.raises(s3xfer.TransferCancelled, match="CancelToken"):
+        c.upload_bytes(os.urandom(30 * MiB), bucket, "cancelled", config=TransferConfig(part_size=P, concurrency=2),
+                       cancel=token)
+    assert time.monotonic() - t < 2.5
+    assert client.list_multipart_uploads(bucket) == []
+    assert client.list_objects(bucket) == []
+    c.close()

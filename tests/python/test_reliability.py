@@ -223,3 +223,18 @@ def test_lost_create_response_leaves_no_orphan(pclient, client, boto, bucket, pr
     assert proxy.stats()["faults"] == {"reset_response": 1}
     assert client.list_multipart_uploads(bucket) == []
     assert boto.get_object(Bucket=bucket, Key="k")["Body"].read() == data
+
+
+def test_stalled_connection_is_dropped_and_retried(pclient, client, bucket, proxy, tmp_path):
+    data = os.urandom(2 * P)
+    client.upload_bytes(data, bucket, "stall", config=TransferConfig(part_size=P))
+    # the first range crawls at 200 bytes/s; below the 64 KiB/s floor for 2 s it is dropped
+    proxy.set_rules(["bandwidth:kind=ranged_get,rate=200,direction=response,times=1"])
+    out = tmp_path / "out"
+    t = time.monotonic()
+    d = pclient.download_file(bucket, "stall", out, config=TransferConfig(part_size=P, concurrency=1,
+                                                                           stall_timeout_ms=2000,
+                                                                           stall_min_rate=64 << 10))
+    assert time.monotonic() - t < 30
+    assert d.retries_timeout == 1 and d.retries == 1
+    assert out.read_bytes() == data

@@ -38,6 +38,9 @@ typedef enum s3x_param {
     S3X_PARAM_SLOW_PART_TIMEOUT,    /* S3X_SLOW_PART_OFF (0), S3X_SLOW_PART_DYNAMIC (-1), or a fixed timeout in ms */
     S3X_PARAM_VALIDATE_CHECKSUM,    /* 0 or 1 (download); default 1 */
     S3X_PARAM_SIZE_HINT,            /* bytes expected from a stream of unknown length; 0 = unknown (default) */
+    S3X_PARAM_STALL_TIMEOUT_MS,     /* a request moving less than STALL_MIN_RATE for this long is dropped and
+                                       retried; 0 = off; default 30000 */
+    S3X_PARAM_STALL_MIN_RATE,       /* bytes/s below which a request counts as stalled; default 1 */
 
     S3X_PARAM__COUNT
 } s3x_param;
