@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,28 @@
 #include "s3xfer/s3xfer.h"
 
 static const char *g_prog = "s3xfer";
+
+/* The transfer running now, for the signal handler: Ctrl-C (or SIGTERM)
+ * cancels it, which aborts a multipart upload / removes a temporary file
+ * before the program exits. */
+static s3x_upload *volatile g_upload;
+static s3x_download *volatile g_download;
+static volatile sig_atomic_t g_signalled;
+
+static void on_signal(int sig) {
+    g_signalled = sig;
+    if (g_upload) s3x_upload_cancel(g_upload);
+    if (g_download) s3x_download_cancel(g_download);
+}
+
+static void catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -178,10 +201,13 @@ static int cp_upload(s3x_client *c, const char *src, const s3url *dst, const kno
     int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
     if (show) s3x_upload_set_progress(u, draw_bar, &b);
     s3x_result r;
+    g_upload = u;
     int rc = strcmp(src, "-") ? s3x_upload_file(u, dst->bucket, dst->key, src, &r)
                               : s3x_upload_fd(u, dst->bucket, dst->key, STDIN_FILENO, &r);
+    g_upload = NULL;
     if (show) end_bar(&b);
     s3x_upload_free(u);
+    if (rc && g_signalled) return fail("upload interrupted") ? 128 + g_signalled : 0;
     if (rc) return fail("upload failed");
     if (!quiet) {
         char to[1024];
@@ -204,10 +230,13 @@ static int cp_download(s3x_client *c, const s3url *src, const char *dst, const k
     int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
     if (show) s3x_download_set_progress(d, draw_bar, &b);
     s3x_result r;
+    g_download = d;
     int rc = to_stdout ? s3x_download_fd(d, src->bucket, src->key, STDOUT_FILENO, &r)
                        : s3x_download_file(d, src->bucket, src->key, dst, &r);
+    g_download = NULL;
     if (show) end_bar(&b);
     s3x_download_free(d);
+    if (rc && g_signalled) return fail("download interrupted") ? 128 + g_signalled : 0;
     if (rc) return fail("download failed");
     if (!quiet && !to_stdout) {
         char from[1024];
@@ -416,6 +445,7 @@ int main(int argc, char **argv) {
     int cargc = argc - optind - 1;
     char **cargv = argv + optind + 1;
 
+    catch_signals();
     s3x_client *c = NULL;
     if (s3x_client_new(&c)) return fail("cannot create client");
     int rc = 0;

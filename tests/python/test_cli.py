@@ -114,3 +114,27 @@ def test_unreachable_endpoint(cli, tmp_path):
     p = run(cli, "--endpoint-url", "http://127.0.0.1:9", "cp", str(f), "s3://b/x", env=env, check=False)
     assert p.returncode == 1
     assert "http://127.0.0.1:9" in p.stderr.decode()
+
+
+def test_ctrl_c_aborts_the_upload(cli, s3env, client, bucket, tmp_path):
+    """SIGINT cancels the transfer through s3x_upload_cancel from the signal
+    handler: the multipart upload is aborted before the tool exits."""
+    import signal
+    import time
+    from faultproxy import FaultProxy
+    src = tmp_path / "big"
+    src.write_bytes(os.urandom(30 << 20))
+    with FaultProxy.from_url(s3env["endpoint_url"], rules=["bandwidth:rate=1MiB,direction=request"]) as p:
+        env = dict(os.environ, AWS_ENDPOINT_URL=p.url, AWS_ACCESS_KEY_ID=s3env["access_key"],
+                   AWS_SECRET_ACCESS_KEY=s3env["secret_key"])
+        proc = subprocess.Popen([cli, "cp", "--no-progress", "--part-size", "5MiB", "--concurrency", "2", str(src),
+                                 f"s3://{bucket}/big"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        time.sleep(2)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - sent < 5
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert b"cancelled" in err
+    assert client.list_multipart_uploads(bucket) == []
+    assert client.list_objects(bucket) == []
