@@ -294,8 +294,12 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->params[S3X_PARAM_CONNECT_TIMEOUT_MS]);
     if (c->params[S3X_PARAM_REQUEST_TIMEOUT_MS] > 0)
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->params[S3X_PARAM_REQUEST_TIMEOUT_MS]);
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024L);
-    curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024L);
+    /* Buffers per connection: large only in the direction the bytes flow.
+     * (Every request in flight holds them, so at concurrency 64 a 1 MiB upload
+     * buffer plus a 256 KiB receive buffer would cost 80 MiB by themselves.) */
+    int big_body_out = r->read_fn || r->body_len > 64 * 1024;
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, big_body_out ? 16L * 1024L : 256L * 1024L);
+    if (big_body_out) curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 256L * 1024L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->params[S3X_PARAM_VERIFY_TLS] ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->params[S3X_PARAM_VERIFY_TLS] ? 2L : 0L);
     if (c->ca_bundle) curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_bundle);
