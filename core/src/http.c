@@ -207,7 +207,12 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     char hash[65];
     const char *payload_hash = r->payload_hash;
     if (!payload_hash) {
-        if (r->read_fn || c->params[S3X_PARAM_PAYLOAD_SIGNING] == S3X_PAYLOAD_UNSIGNED) {
+        int64_t mode = c->params[S3X_PARAM_PAYLOAD_SIGNING];
+        int has_checksum = 0;
+        for (size_t i = 0; i < r->nheaders; i++)
+            if (!strncasecmp(r->headers[i].key, "x-amz-checksum-", 15) || !strcasecmp(r->headers[i].key, "content-md5"))
+                has_checksum = 1;
+        if (r->read_fn || mode == S3X_PAYLOAD_UNSIGNED || (mode == S3X_PAYLOAD_AUTO && has_checksum)) {
             payload_hash = S3X_UNSIGNED_PAYLOAD;
         } else {
             s3x_sha256_hex(r->body ? r->body : "", r->body ? r->body_len : 0, hash);

@@ -730,7 +730,8 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
     R.key = key;
     R.src = *src;
     R.checksum = (int)x->params[S3X_PARAM_CHECKSUM];
-    R.signed_payload = x->client->params[S3X_PARAM_PAYLOAD_SIGNING] == S3X_PAYLOAD_SIGNED;
+    int64_t signing = x->client->params[S3X_PARAM_PAYLOAD_SIGNING];
+    R.signed_payload = signing == S3X_PAYLOAD_SIGNED || (signing == S3X_PAYLOAD_AUTO && R.checksum == S3X_CHECKSUM_NONE);
     int64_t strategy = x->params[S3X_PARAM_BUFFER_STRATEGY];
     if (src->kind == SRC_STREAM) {
         if (strategy == S3X_BUFFER_UNBUFFERED) {

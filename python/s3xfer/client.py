@@ -19,6 +19,9 @@ BytesLike = Union[bytes, bytearray, memoryview]
 _ADDRESSING = {"auto": _core.S3X_ADDRESSING_AUTO, "path": _core.S3X_ADDRESSING_PATH,
                "virtual": _core.S3X_ADDRESSING_VIRTUAL}
 
+_SIGNING = {"auto": _core.S3X_PAYLOAD_AUTO, "signed": _core.S3X_PAYLOAD_SIGNED,
+            "unsigned": _core.S3X_PAYLOAD_UNSIGNED}
+
 _STRING_OPTS = {
     "endpoint_url": _core.S3X_CLIENT_ENDPOINT_URL,
     "region": _core.S3X_CLIENT_REGION,
@@ -47,6 +50,9 @@ class Client:
             ``"path"`` or ``"virtual"``.
         verify: ``True`` (system CAs), ``False`` (no TLS verification) or the
             path of a CA bundle.
+        payload_signing: ``"auto"`` (bodies that carry a checksum header go
+            UNSIGNED-PAYLOAD, others are hashed into the signature),
+            ``"signed"`` or ``"unsigned"``.
 
     A Client may be shared by threads: each call borrows a native handle of its
     own (created on demand and kept for reuse), so calls from different threads
@@ -56,11 +62,15 @@ class Client:
     def __init__(self, endpoint_url: Optional[str] = None, region: Optional[str] = None,
                  access_key: Optional[str] = None, secret_key: Optional[str] = None,
                  session_token: Optional[str] = None, profile: Optional[str] = None,
-                 addressing_style: str = "auto", verify: Union[bool, str] = True):
+                 addressing_style: str = "auto", verify: Union[bool, str] = True,
+                 payload_signing: str = "auto"):
         if addressing_style not in _ADDRESSING:
             raise InvalidConfigError(
                 f"addressing_style must be one of {sorted(_ADDRESSING)}, got {addressing_style!r}",
                 errno=-1)
+        if payload_signing not in _SIGNING:
+            raise InvalidConfigError(
+                f"payload_signing must be one of {sorted(_SIGNING)}, got {payload_signing!r}", errno=-1)
         ca_bundle = None
         if isinstance(verify, (str, os.PathLike)):
             ca_bundle = os.fspath(verify)
@@ -71,7 +81,8 @@ class Client:
                          "secret_key": secret_key, "session_token": session_token,
                          "profile": profile, "ca_bundle": ca_bundle}
         self._params = {_core.S3X_PARAM_ADDRESSING_STYLE: _ADDRESSING[addressing_style],
-                        _core.S3X_PARAM_VERIFY_TLS: 1 if verify else 0}
+                        _core.S3X_PARAM_VERIFY_TLS: 1 if verify else 0,
+                        _core.S3X_PARAM_PAYLOAD_SIGNING: _SIGNING[payload_signing]}
         self._lock = threading.Lock()
         self._idle: List[Any] = []
         self._closed = False

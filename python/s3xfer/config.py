@@ -71,7 +71,9 @@ class TransferConfig:
         buffer_strategy: "auto" | "buffered" | "unbuffered" (uploads).
         pool: "bounded" | "cache" | "malloc".
         memory_limit: bytes of part buffers a transfer may hold (0 = none).
-        checksum: None | "crc32c" | "crc32" | "sha256" | "md5" (uploads).
+        checksum: None | "crc32c" (default) | "crc32" | "sha256" | "md5"
+            (uploads; with a checksum, part bodies are sent UNSIGNED-PAYLOAD
+            unless the client signs payloads always).
         leave_parts_on_error: keep the parts of a failed multipart upload.
         max_attempts: attempts per request (1 .. 100).
         slow_part_timeout: "off", "dynamic" or a first-byte timeout in ms.

@@ -134,7 +134,7 @@ def test_transfer_config_validation_names_knob_and_range():
     assert cfg.concurrency == default  # unset knobs report the C default
     plain = TransferConfig()
     assert (plain.pool, plain.buffer_strategy, plain.checksum, plain.slow_part_timeout) == \
-        ("bounded", "auto", None, "off")
+        ("bounded", "auto", "crc32c", "off")
     assert plain.validate_checksum is True and plain.leave_parts_on_error is False
 
 

@@ -22,7 +22,7 @@ typedef enum s3x_param {
     S3X_PARAM_VERIFY_TLS,           /* 0 or 1; default 1 */
     S3X_PARAM_CONNECT_TIMEOUT_MS,   /* default 10000 */
     S3X_PARAM_REQUEST_TIMEOUT_MS,   /* whole-request cap for single operations; 0 = none (default) */
-    S3X_PARAM_PAYLOAD_SIGNING,      /* s3x_payload_signing; default SIGNED */
+    S3X_PARAM_PAYLOAD_SIGNING,      /* s3x_payload_signing; default AUTO */
     S3X_PARAM_MAX_CONNECTIONS,      /* connections per host the client may open; default 256 */
 
     /* --- upload and download managers -------------------------------- */
@@ -32,7 +32,7 @@ typedef enum s3x_param {
     S3X_PARAM_BUFFER_STRATEGY,      /* s3x_buffer_strategy (upload); default AUTO */
     S3X_PARAM_POOL,                 /* s3x_pool_kind; default BOUNDED */
     S3X_PARAM_MEMORY_LIMIT,         /* bytes of part buffers the manager may hold; 0 = no limit (default) */
-    S3X_PARAM_CHECKSUM,             /* s3x_checksum; default NONE */
+    S3X_PARAM_CHECKSUM,             /* s3x_checksum (upload); default CRC32C */
     S3X_PARAM_LEAVE_PARTS_ON_ERROR, /* 0 or 1 (upload); default 0: a failed upload is aborted */
     S3X_PARAM_MAX_ATTEMPTS,         /* attempts per request, 1 .. 100 (default 5) */
     S3X_PARAM_SLOW_PART_TIMEOUT,    /* S3X_SLOW_PART_OFF (0), S3X_SLOW_PART_DYNAMIC (-1), or a fixed timeout in ms */
@@ -53,7 +53,10 @@ typedef enum s3x_addressing {
 
 typedef enum s3x_payload_signing {
     S3X_PAYLOAD_SIGNED = 0,    /* x-amz-content-sha256 is the SHA-256 of the body */
-    S3X_PAYLOAD_UNSIGNED = 1   /* UNSIGNED-PAYLOAD: the body is not hashed for the signature */
+    S3X_PAYLOAD_UNSIGNED = 1,  /* UNSIGNED-PAYLOAD: the body is not hashed for the signature */
+    S3X_PAYLOAD_AUTO = 2       /* UNSIGNED-PAYLOAD when the request carries a checksum of its body
+                                  (x-amz-checksum-*, Content-MD5: a signed header the server checks),
+                                  else SIGNED */
 } s3x_payload_signing;
 
 typedef enum s3x_buffer_strategy {
