@@ -4,6 +4,7 @@
  * (file: pwrite into a temporary file; memory: the caller's buffer) or, for
  * in-order streams, into pool buffers that are delivered in order. */
 #include "checksum.h"
+#include "filewriter.h"
 #include "error.h"
 #include "params_internal.h"
 #include "xfer.h"
@@ -51,6 +52,7 @@ typedef struct drun {
     const char *bucket, *key;
     int kind;
     int fd;                   /* DST_FILE: the temporary file */
+    s3x_writer *writer;       /* DST_FILE: the thread that writes it */
     char *mem;                /* DST_MEM */
     size_t mem_cap;
     s3x_write_fn write_fn;    /* DST_STREAM */
@@ -120,32 +122,20 @@ void s3x_download_cancel(s3x_download *d) {
 
 /* ---- bodies --------------------------------------------------------------------- */
 
-#define STAGE_SIZE (256u * 1024u)
-
-
-static int pwrite_all(drun *R, const char *p, size_t left, int64_t off) {
-    while (left) {
-        ssize_t w = pwrite(R->fd, p, left, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            R->write_errno = errno;
-            return -1;
-        }
-        p += w;
-        left -= (size_t)w;
-        off += w;
-    }
-    return 0;
-}
-
-/* Writes a range's staged bytes; they end at s->offset + s->got. */
+/* Hands a range's gathered bytes to the writer thread; they end at
+ * s->offset + s->got. */
 static int flush_stage(drun *R, rslot *s) {
     if (!s->staged) return 0;
     int64_t off = s->offset + s->got - (int64_t)s->staged;
-    int rc = pwrite_all(R, s->stage, s->staged, off);
+    int e = s3x_writer_submit(R->writer, s->stage, s->staged, off);
     s->staged = 0;
-    if (rc) s->bad = 1;
-    return rc;
+    s->stage = NULL;
+    if (e) {
+        R->write_errno = e;
+        s->bad = 1;
+        return -1;
+    }
+    return 0;
 }
 
 static int on_body_io(const void *data, size_t len, void *payload);
@@ -197,29 +187,32 @@ static int on_body_io(const void *data, size_t len, void *payload) {
     }
     int64_t off = s->offset + s->got;
     switch (R->kind) {
-    case DST_FILE:
-        /* curl hands over at most 16 KiB at a time; writing that little per
-         * call costs several times the system time of larger writes, so bytes
-         * are gathered per range and written STAGE_SIZE at a time. */
-        if (!s->stage && !(s->stage = malloc(STAGE_SIZE))) {
-            R->write_errno = ENOMEM;
-            s->bad = 1;
-            return 1;
-        }
-        if (s->staged + len > STAGE_SIZE && flush_stage(R, s) != 0) return 1;
-        if (len >= STAGE_SIZE) {
-            s->got += (int64_t)len; /* write through: nothing staged now */
-            s->staged = 0;
-            if (pwrite_all(R, data, len, off) != 0) {
+    case DST_FILE: {
+        /* curl hands over at most 16 KiB at a time. The bytes are gathered
+         * per range and written S3X_WRITER_BUF at a time (small writes cost
+         * several times the system time), by the writer thread, so the loop
+         * spends its time on the sockets rather than in the page cache. */
+        (void)off;
+        const char *p = data;
+        size_t left = len;
+        while (left) {
+            if (!s->stage && !(s->stage = s3x_writer_buffer(R->writer))) {
+                R->write_errno = ENOMEM;
                 s->bad = 1;
                 return 1;
             }
-            if (R->hashing && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
-            return 0;
+            size_t n = S3X_WRITER_BUF - s->staged;
+            if (n > left) n = left;
+            memcpy(s->stage + s->staged, p, n);
+            s->staged += n;
+            s->got += (int64_t)n;
+            p += n;
+            left -= n;
+            if (s->staged == S3X_WRITER_BUF && flush_stage(R, s) != 0) return 1;
         }
-        memcpy(s->stage + s->staged, data, len);
-        s->staged += len;
-        break;
+        if (R->hashing && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
+        return 0;
+    }
     case DST_MEM:
         if ((uint64_t)(off + (int64_t)len) > R->mem_cap) {
             s->bad = 1;
@@ -465,6 +458,12 @@ static int drive(drun *R) {
         if (s3x_xfer_cancelled(R->x) && !R->x->failed)
             s3x_xfer_failf(R->x, S3X_ECANCELLED, "download of s3://%s/%s cancelled", R->bucket, R->key);
         if (R->x->failed) break;
+        int we = R->writer ? s3x_writer_error(R->writer) : 0;
+        if (we) {
+            s3x_xfer_failf(R->x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
+                           strerror(we));
+            break;
+        }
         if (R->kind == DST_STREAM && deliver(R)) break;
         double now = s3x_now();
         for (int i = 0; i < R->nslots && !R->x->failed; i++) {
@@ -577,7 +576,7 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
     if (R->etag) snprintf(result->etag, sizeof result->etag, "%s", R->etag);
     for (int i = 0; i < R->nslots; i++) {
         release_buf(R, &R->slots[i]);
-        free(R->slots[i].stage);
+        if (R->slots[i].stage) s3x_writer_release(R->writer, R->slots[i].stage);
         s3x_http_req_reset(x->client, &R->slots[i].req);
     }
     free(R->slots);
@@ -637,7 +636,12 @@ int s3x_download_file(s3x_download *d, const char *bucket, const char *key, cons
     R.key = key;
     R.kind = DST_FILE;
     R.fd = fd;
-    rc = run_download(d, &R, result);
+    int e = s3x_writer_start(&R.writer, fd, 32);
+    if (e) rc = s3x_seterr(S3X_ENOMEM, "cannot start the file writer: %s", strerror(e));
+    else rc = run_download(d, &R, result);
+    /* Every write must be done before the file is synced and renamed. */
+    e = s3x_writer_finish(R.writer);
+    if (!rc && e) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(e));
     if (!rc && fsync(fd) != 0) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
     if (close(fd) != 0 && !rc) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
     if (!rc && rename(tmp.data, path) != 0) rc = s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", path, strerror(errno));

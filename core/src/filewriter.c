@@ -1,0 +1,160 @@
+#include "filewriter.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct job {
+    char *buf;
+    size_t len;
+    int64_t off;
+} job;
+
+struct s3x_writer {
+    int fd;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, space;
+    job *q;
+    int cap, head, count;
+    int busy;          /* the thread is writing a job it took */
+    int stop;
+    int err;           /* errno of the first failed write */
+    char **free_bufs;
+    int nfree, free_cap;
+};
+
+static int write_all(int fd, const char *p, size_t left, int64_t off) {
+    while (left) {
+        ssize_t n = pwrite(fd, p, left, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        p += n;
+        left -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+static void keep_buffer(s3x_writer *w, char *buf) {
+    /* under mu */
+    if (w->nfree == w->free_cap) {
+        int cap = w->free_cap ? w->free_cap * 2 : 16;
+        char **p = realloc(w->free_bufs, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(buf);
+            return;
+        }
+        w->free_bufs = p;
+        w->free_cap = cap;
+    }
+    w->free_bufs[w->nfree++] = buf;
+}
+
+static void *writer_main(void *arg) {
+    s3x_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->count && !w->stop) pthread_cond_wait(&w->work, &w->mu);
+        if (!w->count && w->stop) break;
+        job j = w->q[w->head];
+        w->head = (w->head + 1) % w->cap;
+        w->count--;
+        w->busy = 1;
+        int failed = w->err;
+        pthread_mutex_unlock(&w->mu);
+        int e = failed ? 0 : write_all(w->fd, j.buf, j.len, j.off);
+        pthread_mutex_lock(&w->mu);
+        if (e && !w->err) w->err = e;
+        keep_buffer(w, j.buf);
+        w->busy = 0;
+        pthread_cond_broadcast(&w->space);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int s3x_writer_start(s3x_writer **out, int fd, int max_queued) {
+    *out = NULL;
+    s3x_writer *w = calloc(1, sizeof *w);
+    if (!w) return ENOMEM;
+    w->fd = fd;
+    w->cap = max_queued > 0 ? max_queued : 1;
+    w->q = calloc((size_t)w->cap, sizeof *w->q);
+    if (!w->q) {
+        free(w);
+        return ENOMEM;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->work, NULL);
+    pthread_cond_init(&w->space, NULL);
+    int e = pthread_create(&w->thread, NULL, writer_main, w);
+    if (e) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->work);
+        pthread_cond_destroy(&w->space);
+        free(w->q);
+        free(w);
+        return e;
+    }
+    *out = w;
+    return 0;
+}
+
+char *s3x_writer_buffer(s3x_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    char *b = w->nfree ? w->free_bufs[--w->nfree] : NULL;
+    pthread_mutex_unlock(&w->mu);
+    return b ? b : malloc(S3X_WRITER_BUF);
+}
+
+void s3x_writer_release(s3x_writer *w, char *buf) {
+    if (!buf) return;
+    pthread_mutex_lock(&w->mu);
+    keep_buffer(w, buf);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int s3x_writer_submit(s3x_writer *w, char *buf, size_t len, int64_t off) {
+    pthread_mutex_lock(&w->mu);
+    while (w->count == w->cap && !w->err) pthread_cond_wait(&w->space, &w->mu);
+    int e = w->err;
+    if (e) {
+        keep_buffer(w, buf);
+    } else {
+        w->q[(w->head + w->count) % w->cap] = (job){buf, len, off};
+        w->count++;
+        pthread_cond_signal(&w->work);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
+int s3x_writer_error(s3x_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    int e = w->err;
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
+int s3x_writer_finish(s3x_writer *w) {
+    if (!w) return 0;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->work);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    int e = w->err;
+    for (int i = 0; i < w->nfree; i++) free(w->free_bufs[i]);
+    free(w->free_bufs);
+    for (int i = 0; i < w->count; i++) free(w->q[(w->head + i) % w->cap].buf);
+    free(w->q);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->work);
+    pthread_cond_destroy(&w->space);
+    free(w);
+    return e;
+}
