@@ -13,7 +13,7 @@ CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 export PYTHONPATH := $(BUILD)/python:$(ROOT)/tests:$(PYTHONPATH)
 export S3X_BUILD_DIR := $(BUILD)
 
-.PHONY: help deps venv build asan ctest ctest-asan pytest install-check demo test server-start server-stop clean
+.PHONY: help deps venv build asan ctest ctest-asan pytest pytest-asan-cli install-check demo test server-start server-stop clean
 
 help:
 	@echo "make demo   - install what is missing, build, start a local S3 server if none is configured, upload and download a file"
@@ -53,7 +53,13 @@ install-check: build
 pytest: build
 	@scripts/with-local-s3 $(PY) -m pytest -q $(PYTEST_ARGS)
 
-test: ctest ctest-asan install-check pytest
+# The CLI tests again against the sanitizer build: real transfers through the
+# engine under ASan/UBSan (a sanitizer report exits 86 and fails the test).
+pytest-asan-cli: build asan
+	@S3X_BUILD_DIR=$(ASAN_BUILD) ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+	  scripts/with-local-s3 $(PY) -m pytest -q tests/python/test_cli.py
+
+test: ctest ctest-asan install-check pytest pytest-asan-cli
 
 demo: build
 	@scripts/with-local-s3 scripts/demo $(BUILD)/s3xfer
