@@ -61,7 +61,11 @@ def server_env():
     senv = dict(env, S3X_LOCAL_S3_DIR=sdir, S3X_LOCAL_S3_PORT=port)
     script = os.path.join(REPO, "scripts", "local-s3")
     was_running = subprocess.run([script, "status"], env=senv, stdout=subprocess.DEVNULL).returncode == 0
-    r = subprocess.run([script, "start"], env=senv, stdout=subprocess.PIPE, text=True)
+    for attempt in range(3):  # a server stopped just before may still hold its ports for a moment
+        r = subprocess.run([script, "start"], env=senv, stdout=subprocess.PIPE, text=True)
+        if r.returncode == 0:
+            break
+        time.sleep(10)
     if r.returncode:
         raise SystemExit(f"bench: scripts/local-s3 start failed (state {sdir}, port {port}; see its message above). "
                          "Set S3X_BENCH_S3_PORT / S3X_BENCH_S3_DIR, or AWS_ENDPOINT_URL for a server of your own.")
@@ -132,6 +136,7 @@ def driver_python():
 
 
 DRIVER = os.path.join(BENCH, "drivers.py")
+TIME = shutil.which("time", path="/usr/bin:/bin")
 
 
 # ---- files -------------------------------------------------------------------
@@ -191,6 +196,14 @@ def measure(cmd, env=None, feed=None, hash_out=False, timeout=1800, out_rate=Non
     parent's work, not counted in the child's CPU); out_rate: read stdout at
     most this many bytes/s (a slow consumer)."""
 
+    # ru_maxrss from wait4 is useless here: at exec the kernel folds the old
+    # mm's high-water RSS into the child's, and with fork or vfork that is the
+    # harness's own RSS. So a small C program (GNU time) forks the child and
+    # reports the child's own rusage; wait4 is the fallback.
+    tfile = None
+    if TIME and not os.environ.get("S3X_BENCH_NO_TIME"):
+        tfile = os.path.join("/tmp", f"s3xb-time-{uuid.uuid4().hex}")
+        cmd = [TIME, "-o", tfile, "-f", "%U %S %M", *cmd]
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -246,9 +259,18 @@ def measure(cmd, env=None, feed=None, hash_out=False, timeout=1800, out_rate=Non
     p.returncode = os.waitstatus_to_exitcode(status)
     for t in threads:
         t.join()
+    user, sys_, rss_kib = ru.ru_utime, ru.ru_stime, ru.ru_maxrss
+    if tfile:
+        try:
+            with open(tfile) as f:
+                last = f.read().strip().splitlines()[-1].split()
+            os.unlink(tfile)
+            user, sys_, rss_kib = float(last[0]), float(last[1]), int(last[2])
+        except (OSError, IndexError, ValueError):
+            pass
     m = {
-        "wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "cpu": ru.ru_utime + ru.ru_stime,
-        "rss_mib": ru.ru_maxrss / 1024.0, "rc": p.returncode,
+        "wall": wall, "user": user, "sys": sys_, "cpu": user + sys_,
+        "rss_mib": rss_kib / 1024.0, "rc": p.returncode,
         "stdout": bufs.get("out", b"").decode(errors="replace"),
         "stderr": bufs.get("err", b"").decode(errors="replace")[-2000:],
     }
@@ -452,12 +474,6 @@ def mann_whitney_p(a, b):
         total += 1
         extreme += abs(u(xs, ys) - mean) >= abs(u0 - mean) - 1e-9
     return extreme / total
-
-
-def pm(values):
-    """'1.23s ±4%' (median and max deviation), benchstat style."""
-    m = statistics.median(values)
-    return m, rsd(values)
 
 
 def write_out(prefix, text, raw):

@@ -27,7 +27,7 @@ def upload(ctx, a, src, conc, ps, strategy):
     bucket = B.new_bucket("s3xm")
     ctx.admin.mb(bucket)
     knobs = {"part_size": ps, "concurrency": conc, "buffer_strategy": strategy, "pool": "bounded",
-             "multipart_threshold": ps, "unsigned_payload": a.unsigned_payload}
+             "multipart_threshold": ps, "unsigned_payload": a.unsigned_payload, "checksum": a.checksum}
     try:
         if a.client == "py":
             m = B.py_transfer(ctx, "upload", bucket, "obj", src, knobs)
@@ -48,6 +48,7 @@ def main():
     ap.add_argument("--part-sizes", default="5MiB,25MiB,100MiB")
     ap.add_argument("--client", choices=["cli", "py"], default="cli")
     ap.add_argument("--unsigned-payload", action="store_true", help="UNSIGNED-PAYLOAD (no SHA-256 of parts)")
+    ap.add_argument("--checksum", help="none|crc32c|crc32|sha256|md5 (default: the library's, CRC32C)")
     B.add_common_args(ap)
     a = ap.parse_args()
     a.size = B.parse_size(a.size)
@@ -84,7 +85,9 @@ def main():
                      f"{statistics.median(ur):.0f}", f"{statistics.median(br):.0f}",
                      f"{(min(c, -(-a.size // p)) + 1) * p / B.MiB:.0f}"])
     text = (f"Upload matrix: {B.human_size(a.size)} file, s3xfer {'CLI' if a.client == 'cli' else 'Python'}, "
-            f"bounded pool, {'unsigned' if a.unsigned_payload else 'signed'} payload, {a.runs} runs per cell, "
+            f"bounded pool, checksum {a.checksum or 'default (CRC32C)'}, payload signing "
+            f"{'UNSIGNED' if a.unsigned_payload else 'default (AUTO: unsigned when a checksum is sent)'}, "
+            f"{a.runs} runs per cell, "
             "interleaved.\n\n"
             + B.table(["name", "unbuffered time/op", "buffered time/op", "delta", "benchstat delta",
                        "unbuffered RSS MiB", "buffered RSS MiB", "buffered bound (min(C,parts)+1)xP MiB"], rows))
