@@ -13,12 +13,13 @@ CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 export PYTHONPATH := $(BUILD)/python:$(ROOT)/tests:$(PYTHONPATH)
 export S3X_BUILD_DIR := $(BUILD)
 
-.PHONY: help deps venv build asan ctest ctest-asan pytest pytest-asan-cli install-check demo test server-start server-stop clean
+.PHONY: help deps venv build asan ctest ctest-asan pytest pytest-asan-cli install-check bench demo test server-start server-stop clean
 
 help:
 	@echo "make demo   - install what is missing, build, start a local S3 server if none is configured, upload and download a file"
 	@echo "make test   - C tests, sanitizer build, install/example check, pytest against the local server"
 	@echo "make build  - configure and build into $(BUILD)"
+	@echo "make bench  - the default benchmark suite against the local server (docs/performance.md)"
 
 deps:
 	@scripts/install-deps
@@ -60,6 +61,11 @@ pytest-asan-cli: build asan
 	  scripts/with-local-s3 $(PY) -m pytest -q tests/python/test_cli.py
 
 test: ctest ctest-asan install-check pytest pytest-asan-cli
+
+# The default benchmark suite (s3xfer vs boto3, awscrt, s5cmd, rclone), about
+# 15 minutes here; see benchmarks/README.md for the other scripts.
+bench: build
+	@benchmarks/run --suite default
 
 demo: build
 	@scripts/with-local-s3 scripts/demo $(BUILD)/s3xfer
