@@ -304,7 +304,11 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
      * buffer plus a 256 KiB receive buffer would cost 80 MiB by themselves.) */
     int big_body_out = r->read_fn || r->body_len > 64 * 1024;
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, big_body_out ? 16L * 1024L : 256L * 1024L);
-    if (big_body_out) curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 256L * 1024L);
+    /* A body read in place (pread) gets a 256 KiB buffer: fewer, larger reads.
+     * A body already in memory is only copied through it, so curl's default
+     * 64 KiB is enough, and a part buffer plus 256 KiB per connection would
+     * outgrow (C+1) x P + 32 MiB at concurrency 100. */
+    if (r->read_fn) curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 256L * 1024L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->params[S3X_PARAM_VERIFY_TLS] ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->params[S3X_PARAM_VERIFY_TLS] ? 2L : 0L);
     if (c->ca_bundle) curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_bundle);
