@@ -462,6 +462,19 @@ static int feed_slot_io(run *R, slot *s) {
 
 /* ---- the run -------------------------------------------------------------------- */
 
+/* A blocking request of the upload itself (HeadBucket, Create, Complete,
+ * Abort): on the object's key unless bucket_only, with the upload id when
+ * with_upload_id. */
+static void upload_req(const run *R, s3x_http_req *r, const char *op, const char *method, int bucket_only,
+                       int with_upload_id) {
+    memset(r, 0, sizeof *r);
+    r->op = op;
+    r->method = method;
+    r->bucket = R->bucket;
+    r->key = bucket_only ? NULL : R->key;
+    if (with_upload_id) r->query[r->nquery++] = (s3x_kv){"uploadId", R->upload_id};
+}
+
 /* Some servers create a missing bucket on the first write; an upload to a
  * bucket that does not exist must fail instead, before anything is written.
  * A client checks each bucket once (HeadBucket) and remembers it. */
@@ -469,10 +482,7 @@ static int check_bucket_exists(run *R) {
     s3x_client *c = R->x->client;
     if (s3x_client_bucket_known(c, R->bucket)) return 0;
     s3x_http_req r;
-    memset(&r, 0, sizeof r);
-    r.op = "HeadBucket";
-    r.method = "HEAD";
-    r.bucket = R->bucket;
+    upload_req(R, &r, "HeadBucket", "HEAD", 1, 0);
     int rc = s3x_xfer_perform(R->x, &r);
     long status = r.status;
     s3x_http_req_reset(c, &r);
@@ -520,11 +530,7 @@ static void abort_lost_uploads(run *R, time_t started) {
 
 static int create_mpu(run *R) {
     s3x_http_req r;
-    memset(&r, 0, sizeof r);
-    r.op = "CreateMultipartUpload";
-    r.method = "POST";
-    r.bucket = R->bucket;
-    r.key = R->key;
+    upload_req(R, &r, "CreateMultipartUpload", "POST", 0, 0);
     r.query[r.nquery++] = (s3x_kv){"uploads", ""};
     if (s3x_checksum_algorithm(R->checksum))
         r.headers[r.nheaders++] = (s3x_kv){"x-amz-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
@@ -557,12 +563,7 @@ static int complete_mpu(run *R) {
     free(cp);
     if (rc) return rc;
     s3x_http_req r;
-    memset(&r, 0, sizeof r);
-    r.op = "CompleteMultipartUpload";
-    r.method = "POST";
-    r.bucket = R->bucket;
-    r.key = R->key;
-    r.query[r.nquery++] = (s3x_kv){"uploadId", R->upload_id};
+    upload_req(R, &r, "CompleteMultipartUpload", "POST", 0, 1);
     r.headers[r.nheaders++] = (s3x_kv){"content-type", "application/xml"};
     r.body = body;
     r.body_len = blen;
@@ -597,12 +598,7 @@ static int complete_mpu(run *R) {
 static void abort_mpu(run *R) {
     if (!R->upload_id || R->x->params[S3X_PARAM_LEAVE_PARTS_ON_ERROR]) return;
     s3x_http_req r;
-    memset(&r, 0, sizeof r);
-    r.op = "AbortMultipartUpload";
-    r.method = "DELETE";
-    r.bucket = R->bucket;
-    r.key = R->key;
-    r.query[r.nquery++] = (s3x_kv){"uploadId", R->upload_id};
+    upload_req(R, &r, "AbortMultipartUpload", "DELETE", 0, 1);
     /* Cleanup must not be stopped by the cancel that caused it. */
     int was = atomic_exchange(&R->x->cancel, 0);
     s3x_xfer_perform(R->x, &r);
