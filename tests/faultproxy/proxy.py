@@ -248,11 +248,17 @@ class _Sink:
         self.discard = False  # set when the peer no longer wants the rest
         self.discarded = 0
         self.tolerant = False  # on a write error switch to discard instead of raising
+        self.flip = None  # corrupt_request: body offset of the byte to flip (None once done)
 
     async def send(self, data: bytes) -> None:
         if self.discard:
             self.discarded += len(data)
             return
+        if self.flip is not None and self.flip < self.sent + len(data):
+            i = self.flip - self.sent
+            data = data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
+            self.flip = None
+            self.proxy._count("bytes_corrupted")
         if self.cut is not None and len(data) >= self.cut - self.sent:
             await self._write(data[: self.cut - self.sent])
             raise _Cut()
@@ -291,7 +297,7 @@ class _Sink:
 
 async def _copy_exact(reader, n: int, sink: _Sink, stat: str, proxy) -> None:
     while n > 0:
-        if sink.bucket is None and not sink.discard and sink.writer is not None:
+        if sink.bucket is None and sink.flip is None and not sink.discard and sink.writer is not None:
             moved = await _splice(reader, n, sink, stat, proxy)
             n -= moved
             if n <= 0:
@@ -513,6 +519,7 @@ def _new_stats() -> dict:
         "upstream_errors": 0,
         "rejected_down": 0,
         "early_responses": 0,
+        "bytes_corrupted": 0,
         "errors": 0,
     }
 
@@ -1057,6 +1064,10 @@ class _Connection:
                 cut=cut, cut_before_end=True,
             )
             pump_sink.tolerant = True
+            corrupt = d.get("corrupt")
+            if corrupt is not None:
+                at = corrupt["after"] or 0
+                pump_sink.flip = min(at, req.content_length - 1) if req.content_length else at
             pump = asyncio.create_task(self._pump(req, pump_sink))
         else:
             await self.uw.drain()

@@ -39,6 +39,7 @@ FAULTS = {
     "internal_error_500": "error",
     "error": "error",
     "reset_request": "reset_request",
+    "corrupt_request": "corrupt",
     "reset_response": "reset_response",
     "truncate_response": "truncate",
     "bandwidth": "bandwidth",
@@ -142,6 +143,8 @@ class Rule:
                          status, code, message (error defaults to 503 SlowDown);
                          body="auto"|"drain"|"close" (pending request body, README)
       reset_request      after=BYTES or range: RST after this many request-body bytes
+      corrupt_request    after=BYTES or range: flip one bit of the request-body byte at this
+                         offset (default 0) and forward the rest untouched
       reset_response     after=BYTES or range: RST after this many response-body bytes
       truncate_response  after=BYTES or range (default: half the body), then FIN
       bandwidth          rate=BYTES/s (required), direction="response"|"request"|"both",
@@ -180,7 +183,7 @@ class Rule:
             self.delay = _parse_range(1.0 if self.delay is None else self.delay, _seconds)
         elif self.delay is not None:
             raise ValueError(f"{f}: 'delay' only applies to delay_first_byte")
-        if f in ("reset_request", "reset_response", "truncate_response"):
+        if f in ("reset_request", "reset_response", "truncate_response", "corrupt_request"):
             if self.after is not None:
                 self.after = _parse_range(self.after, parse_size)
             elif f != "truncate_response":
@@ -235,7 +238,7 @@ class Rule:
         if f == "delay_first_byte":
             lo, hi = self.delay
             return {"delay": lo if lo == hi else rng.uniform(lo, hi)}
-        if f in ("reset_request", "reset_response", "truncate_response"):
+        if f in ("reset_request", "reset_response", "truncate_response", "corrupt_request"):
             if self.after is None:
                 return {"after": None}
             lo, hi = self.after
