@@ -63,6 +63,7 @@ static void usage(FILE *f) {
             "  --buffer-strategy auto|buffered|unbuffered   how upload parts are read\n"
             "  --pool bounded|cache|malloc part-buffer pool\n"
             "  --checksum none|crc32c|crc32|sha256|md5      per-part upload checksum\n"
+            "  --checksum-location auto|header|trailer       where it travels (trailer: computed while sending)\n"
             "  --memory-limit SIZE         bytes of part buffers a transfer may hold\n"
             "  --multipart-threshold SIZE  uploads below this use one PutObject\n"
             "  --size-hint SIZE            expected size of stdin (sizes its parts)\n"
@@ -173,7 +174,7 @@ static int apply_download(s3x_download *d, const knobs *k) {
     for (int i = 0; i < S3X_PARAM__COUNT; i++) {
         if (!k->set[i]) continue;
         if (i == S3X_PARAM_BUFFER_STRATEGY || i == S3X_PARAM_CHECKSUM || i == S3X_PARAM_MULTIPART_THRESHOLD ||
-            i == S3X_PARAM_LEAVE_PARTS_ON_ERROR || i == S3X_PARAM_SIZE_HINT)
+            i == S3X_PARAM_LEAVE_PARTS_ON_ERROR || i == S3X_PARAM_SIZE_HINT || i == S3X_PARAM_CHECKSUM_LOCATION)
             continue; /* upload-only knobs */
         if (s3x_download_set(d, (s3x_param)i, k->v[i])) return -1;
     }
@@ -373,7 +374,7 @@ static int set_enum(knobs *k, s3x_param p, const char *arg, const char *flag, co
 
 int main(int argc, char **argv) {
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
-           O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED };
+           O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -389,6 +390,7 @@ int main(int argc, char **argv) {
         {"buffer-strategy", required_argument, 0, O_STRAT},
         {"pool", required_argument, 0, O_POOL},
         {"checksum", required_argument, 0, O_CSUM},
+        {"checksum-location", required_argument, 0, O_CSUMLOC},
         {"max-attempts", required_argument, 0, O_ATTEMPTS},
         {"slow-part-timeout", required_argument, 0, O_SLOW},
         {"memory-limit", required_argument, 0, O_MEM},
@@ -426,6 +428,7 @@ int main(int argc, char **argv) {
         case O_STRAT: bad = set_enum(&k, S3X_PARAM_BUFFER_STRATEGY, optarg, "--buffer-strategy", "auto", "buffered", "unbuffered", NULL, NULL); if (bad) return bad; break;
         case O_POOL: bad = set_enum(&k, S3X_PARAM_POOL, optarg, "--pool", "bounded", "cache", "malloc", NULL, NULL); if (bad) return bad; break;
         case O_CSUM: bad = set_enum(&k, S3X_PARAM_CHECKSUM, optarg, "--checksum", "none", "crc32c", "crc32", "sha256", "md5"); if (bad) return bad; break;
+        case O_CSUMLOC: bad = set_enum(&k, S3X_PARAM_CHECKSUM_LOCATION, optarg, "--checksum-location", "auto", "header", "trailer", NULL, NULL); if (bad) return bad; break;
         case O_SLOW:
             if (!strcmp(optarg, "off")) { k.v[S3X_PARAM_SLOW_PART_TIMEOUT] = S3X_SLOW_PART_OFF; k.set[S3X_PARAM_SLOW_PART_TIMEOUT] = 1; }
             else if (!strcmp(optarg, "dynamic")) { k.v[S3X_PARAM_SLOW_PART_TIMEOUT] = S3X_SLOW_PART_DYNAMIC; k.set[S3X_PARAM_SLOW_PART_TIMEOUT] = 1; }

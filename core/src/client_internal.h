@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <stdatomic.h>
 #include "buf.h"
+#include "chunked.h"
 #include "sigv4.h"
 #include "s3xfer/s3xfer.h"
 
@@ -60,6 +61,9 @@ struct s3x_http_req {
     void *read_payload;
     int64_t body_size;         /* for read_fn bodies */
     const char *payload_hash;  /* NULL: SHA-256 of a memory body per client knob, else UNSIGNED */
+    int trailer_kind;          /* s3x_checksum sent after the body in an aws-chunked trailer
+                                  (STREAMING-UNSIGNED-PAYLOAD-TRAILER; payload_hash is ignored);
+                                  0 = none. Its value is in chunked.value once the body is sent. */
 
     /* response body sink: write_fn, else captured into resp_body */
     s3x_write_fn write_fn;
@@ -88,6 +92,8 @@ struct s3x_http_req {
     struct curl_slist *slist;
     s3x_buf url;
     size_t body_off;
+    s3x_chunked chunked;       /* trailer_kind bodies: the encoder */
+    int64_t wire_size, wire_out;   /* trailer_kind bodies: encoded length, bytes handed to curl */
     s3x_http_done_fn on_done;
     void *done_payload;
     void *user;                /* for the managers */

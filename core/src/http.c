@@ -1,6 +1,8 @@
 /* HTTP requests to S3 over libcurl: URL building, signing, the multi loop
  * and mapping outcomes to s3xfer errors. */
 #include "client_internal.h"
+#include "chunked.h"
+#include <inttypes.h>
 #include "error.h"
 #include "s3xml.h"
 #include <ctype.h>
@@ -28,30 +30,44 @@ static char *dupn(const char *s, size_t n) {
 
 /* ---- curl callbacks ---------------------------------------------------- */
 
+/* Decoded body bytes: from the caller's read_fn, or copied from memory. */
+static int64_t pull_body(char *dst, size_t cap, void *ud) {
+    s3x_http_req *r = ud;
+    if (r->read_fn) return r->read_fn(dst, cap, r->read_payload);
+    size_t left = r->body_len - r->body_off;
+    size_t n = left < cap ? left : cap;
+    memcpy(dst, r->body + r->body_off, n);
+    r->body_off += n;
+    return (int64_t)n;
+}
+
 static size_t on_read(char *dst, size_t size, size_t nitems, void *ud) {
     s3x_http_req *r = ud;
     size_t cap = size * nitems;
-    size_t n = 0;
-    if (r->read_fn) {
-        int64_t left = r->body_size - r->bytes_out;
-        if (left <= 0) return 0;
-        if ((int64_t)cap > left) cap = (size_t)left;
-        int64_t got = r->read_fn(dst, cap, r->read_payload);
-        if (got < 0 || (got == 0 && left > 0)) {
+    int64_t n = 0;
+    if (r->trailer_kind) {
+        n = s3x_chunked_fill(&r->chunked, dst, cap, pull_body, r);
+        if (n < 0 || (n == 0 && r->wire_out < r->wire_size)) {
             r->read_failed = 1;
             return CURL_READFUNC_ABORT;
         }
-        n = (size_t)got;
-    } else if (r->body) {
-        size_t left = r->body_len - r->body_off;
-        n = left < cap ? left : cap;
-        memcpy(dst, r->body + r->body_off, n);
-        r->body_off += n;
+        r->wire_out += n;
+        r->bytes_out = r->chunked.done;
+        if (r->wire_out >= r->wire_size && r->t_sent == 0) r->t_sent = s3x_now();
+        return (size_t)n;
     }
-    r->bytes_out += (int64_t)n;
     int64_t total = r->read_fn ? r->body_size : (int64_t)r->body_len;
+    int64_t left = total - r->bytes_out;
+    if (left <= 0) return 0;
+    if ((int64_t)cap > left) cap = (size_t)left;
+    n = pull_body(dst, cap, r);
+    if (n <= 0 || n > (int64_t)cap) {
+        r->read_failed = 1;
+        return CURL_READFUNC_ABORT;
+    }
+    r->bytes_out += n;
     if (r->bytes_out >= total && r->t_sent == 0) r->t_sent = s3x_now();
-    return n;
+    return (size_t)n;
 }
 
 static int header_is(const char *line, size_t n, const char *name, const char **val, size_t *vlen) {
@@ -206,7 +222,14 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     /* payload hash */
     char hash[65];
     const char *payload_hash = r->payload_hash;
-    if (!payload_hash) {
+    int64_t decoded = r->read_fn ? r->body_size : (int64_t)r->body_len;
+    if (r->trailer_kind) {
+        /* The checksum trails the body (aws-chunked), computed as it is sent. */
+        if ((rc = s3x_chunked_begin(&r->chunked, r->trailer_kind, decoded))) goto done;
+        r->wire_size = s3x_chunked_length(r->trailer_kind, decoded);
+        r->wire_out = 0;
+        payload_hash = S3X_STREAMING_UNSIGNED_TRAILER;
+    } else if (!payload_hash) {
         int64_t mode = c->params[S3X_PARAM_PAYLOAD_SIGNING];
         int has_checksum = 0;
         for (size_t i = 0; i < r->nheaders; i++)
@@ -223,12 +246,19 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     /* signed headers: ours plus the caller's */
     char date[17];
     amz_now(date);
-    s3x_kv hdrs[S3X_MAX_HEADERS + 4];
+    s3x_kv hdrs[S3X_MAX_HEADERS + 7];
     size_t nh = 0;
     hdrs[nh++] = (s3x_kv){"host", host.data};
     hdrs[nh++] = (s3x_kv){"x-amz-date", date};
     hdrs[nh++] = (s3x_kv){"x-amz-content-sha256", payload_hash};
     if (c->session_token) hdrs[nh++] = (s3x_kv){"x-amz-security-token", c->session_token};
+    char decoded_len[24];
+    if (r->trailer_kind) {
+        snprintf(decoded_len, sizeof decoded_len, "%" PRId64, decoded);
+        hdrs[nh++] = (s3x_kv){"content-encoding", "aws-chunked"};
+        hdrs[nh++] = (s3x_kv){"x-amz-decoded-content-length", decoded_len};
+        hdrs[nh++] = (s3x_kv){"x-amz-trailer", s3x_checksum_header(r->trailer_kind)};
+    }
     for (size_t i = 0; i < r->nheaders; i++) hdrs[nh++] = r->headers[i];
 
     s3x_sigv4_input in = {
@@ -324,8 +354,7 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
         curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
         curl_easy_setopt(e, CURLOPT_READDATA, r);
-        curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
-                         (curl_off_t)(r->read_fn ? r->body_size : (int64_t)r->body_len));
+        curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)(r->trailer_kind ? r->wire_size : decoded));
         if (strcmp(r->method, "PUT")) curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
     } else if (strcmp(r->method, "GET")) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
@@ -535,6 +564,13 @@ int s3x_http_retryable(const s3x_http_req *r) {
         (strstr(r->resp_body.data, "<Code>RequestTimeout</Code>") ||
          strstr(r->resp_body.data, "<Code>InternalError</Code>")))
         return 1;
+    /* The server saw a body that does not match its checksum: bytes damaged
+     * on the way. Every attempt sends the body again from its source (a
+     * changed file is caught separately), so a retry can succeed. */
+    if (r->status == 400 && r->resp_body.len && (r->read_fn || r->body_len) &&
+        (strstr(r->resp_body.data, "<Code>BadDigest</Code>") || strstr(r->resp_body.data, "<Code>InvalidDigest</Code>") ||
+         strstr(r->resp_body.data, "<Code>XAmzContentChecksumMismatch</Code>")))
+        return 1;
     return 0;
 }
 
@@ -572,6 +608,8 @@ void s3x_http_req_reset(s3x_client *c, s3x_http_req *r) {
     r->got_status = 0;
     r->bytes_in = r->bytes_out = 0;
     r->body_off = 0;
+    s3x_chunked_end(&r->chunked);
+    r->wire_out = 0;
     r->curl_rc = CURLE_OK;
     r->aborted_by_callback = r->read_failed = 0;
     r->t_start = r->t_sent = r->t_first_byte = r->t_end = 0;

@@ -77,6 +77,7 @@ typedef struct run {
     source src;
     int buffered;
     int checksum;
+    int trailer;              /* the checksum goes in an aws-chunked trailer, computed while sending */
     int signed_payload;
     int64_t part_size;        /* current part size */
     int64_t next_offset;      /* next byte of the source to assign to a part */
@@ -246,7 +247,7 @@ static int64_t unbuffered_pread(run *R, slot *s, void *dst, size_t cap) {
 static int digest_part(run *R, slot *s, const char *data) {
     s->checksum[0] = '\0';
     s->sha_hex[0] = '\0';
-    int want_sum = R->checksum != S3X_CHECKSUM_NONE;
+    int want_sum = R->checksum != S3X_CHECKSUM_NONE && !R->trailer;
     int want_sha = R->signed_payload;
     if (!want_sum && !want_sha) return 0;
     s3x_hasher h, sha;
@@ -307,8 +308,9 @@ static int start_part(run *R, slot *s) {
         r->query[r->nquery++] = (s3x_kv){"partNumber", s->pn};
         r->query[r->nquery++] = (s3x_kv){"uploadId", R->upload_id};
     }
+    r->trailer_kind = R->trailer ? R->checksum : 0;
     if (R->checksum != S3X_CHECKSUM_NONE) {
-        r->headers[r->nheaders++] = (s3x_kv){s3x_checksum_header(R->checksum), s->checksum};
+        if (!R->trailer) r->headers[r->nheaders++] = (s3x_kv){s3x_checksum_header(R->checksum), s->checksum};
         if (single_put(R) && s3x_checksum_algorithm(R->checksum))
             r->headers[r->nheaders++] = (s3x_kv){"x-amz-sdk-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
     }
@@ -363,7 +365,7 @@ static void on_part_done(s3x_http_req *r, void *payload) {
     done_part *d = &R->parts[s->part_number - 1];
     free(d->etag);
     d->etag = strdup(r->etag ? r->etag : "");
-    memcpy(d->checksum, s->checksum, sizeof d->checksum);
+    memcpy(d->checksum, R->trailer ? r->chunked.value : s->checksum, sizeof d->checksum);
     if (single_put(R) && r->etag) snprintf(R->x->res->etag, sizeof R->x->res->etag, "%s", r->etag);
     if (s->part_number > R->max_part_done) R->max_part_done = s->part_number;
     R->bytes_done += s->size;
@@ -728,6 +730,16 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
     R.checksum = (int)x->params[S3X_PARAM_CHECKSUM];
     int64_t signing = x->client->params[S3X_PARAM_PAYLOAD_SIGNING];
     R.signed_payload = signing == S3X_PAYLOAD_SIGNED || (signing == S3X_PAYLOAD_AUTO && R.checksum == S3X_CHECKSUM_NONE);
+    int64_t location = x->params[S3X_PARAM_CHECKSUM_LOCATION];
+    int can_trail = R.checksum != S3X_CHECKSUM_NONE && !R.signed_payload && s3x_chunked_kind_ok(R.checksum);
+    if (location == S3X_CHECKSUM_LOCATION_TRAILER && R.checksum != S3X_CHECKSUM_NONE && !can_trail) {
+        s3x_xfer_end(x);
+        return s3x_seterr(S3X_EINVAL, "checksum_location trailer needs an unsigned payload (payload_signing auto or "
+                                      "unsigned) and a crc32c, crc32 or sha256 checksum; this upload has %s%s",
+                          R.checksum == S3X_CHECKSUM_MD5 ? "checksum md5" : "payload_signing signed",
+                          R.checksum == S3X_CHECKSUM_MD5 && R.signed_payload ? " and payload_signing signed" : "");
+    }
+    R.trailer = can_trail && location != S3X_CHECKSUM_LOCATION_HEADER;
     int64_t strategy = x->params[S3X_PARAM_BUFFER_STRATEGY];
     if (src->kind == SRC_STREAM) {
         if (strategy == S3X_BUFFER_UNBUFFERED) {

@@ -59,7 +59,8 @@ class _Bar:
 
 def _config(a) -> TransferConfig:
     return TransferConfig(part_size=a.part_size, concurrency=a.concurrency, buffer_strategy=a.buffer_strategy,
-                          pool=a.pool, checksum=a.checksum, memory_limit=a.memory_limit, max_attempts=a.max_attempts,
+                          pool=a.pool, checksum=a.checksum, checksum_location=a.checksum_location,
+                          memory_limit=a.memory_limit, max_attempts=a.max_attempts,
                           slow_part_timeout=(int(a.slow_part_timeout) if a.slow_part_timeout and
                                              a.slow_part_timeout.isdigit() else a.slow_part_timeout),
                           size_hint=a.size_hint)
@@ -160,6 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     cp.add_argument("--buffer-strategy", choices=["auto", "buffered", "unbuffered"])
     cp.add_argument("--pool", choices=["bounded", "cache", "malloc"])
     cp.add_argument("--checksum", choices=["none", "crc32c", "crc32", "sha256", "md5"])
+    cp.add_argument("--checksum-location", choices=["auto", "header", "trailer"])
     cp.add_argument("--memory-limit", type=_size)
     cp.add_argument("--size-hint", type=_size)
     cp.add_argument("--max-attempts", type=int)

@@ -33,6 +33,15 @@ class Checksum(str, enum.Enum):
     MD5 = "md5"
 
 
+class ChecksumLocation(str, enum.Enum):
+    """Where an upload part's checksum travels: ``AUTO`` (a trailer when the
+    body is sent unsigned), ``HEADER`` (hashed before sending) or ``TRAILER``
+    (aws-chunked, hashed while sending)."""
+    AUTO = "auto"
+    HEADER = "header"
+    TRAILER = "trailer"
+
+
 _ENUMS = {
     "buffer_strategy": (BufferStrategy, {"auto": _core.S3X_BUFFER_AUTO, "buffered": _core.S3X_BUFFER_BUFFERED,
                                          "unbuffered": _core.S3X_BUFFER_UNBUFFERED}),
@@ -41,10 +50,14 @@ _ENUMS = {
     "checksum": (Checksum, {"none": _core.S3X_CHECKSUM_NONE, "crc32c": _core.S3X_CHECKSUM_CRC32C,
                             "crc32": _core.S3X_CHECKSUM_CRC32, "sha256": _core.S3X_CHECKSUM_SHA256,
                             "md5": _core.S3X_CHECKSUM_MD5}),
+    "checksum_location": (ChecksumLocation, {"auto": _core.S3X_CHECKSUM_LOCATION_AUTO,
+                                             "header": _core.S3X_CHECKSUM_LOCATION_HEADER,
+                                             "trailer": _core.S3X_CHECKSUM_LOCATION_TRAILER}),
 }
 
 # Knobs that only one manager takes.
-_UPLOAD_ONLY = {"multipart_threshold", "buffer_strategy", "checksum", "leave_parts_on_error", "size_hint"}
+_UPLOAD_ONLY = {"multipart_threshold", "buffer_strategy", "checksum", "checksum_location", "leave_parts_on_error",
+                "size_hint"}
 _DOWNLOAD_ONLY = {"validate_checksum"}
 
 
@@ -71,9 +84,14 @@ class TransferConfig:
         buffer_strategy: "auto" | "buffered" | "unbuffered" (uploads).
         pool: "bounded" | "cache" | "malloc".
         memory_limit: bytes of part buffers a transfer may hold (0 = none).
-        checksum: None | "crc32c" (default) | "crc32" | "sha256" | "md5"
+        checksum: "none" | "crc32c" (default) | "crc32" | "sha256" | "md5"
             (uploads; with a checksum, part bodies are sent UNSIGNED-PAYLOAD
             unless the client signs payloads always).
+        checksum_location: "auto" (default) | "header" | "trailer": where the
+            part checksum travels. A trailer (aws-chunked) is computed while
+            the part is sent, so a file part is read once; a header needs the
+            part hashed first. "auto" takes the trailer whenever the body is
+            sent unsigned and the checksum is not md5.
         leave_parts_on_error: keep the parts of a failed multipart upload.
         max_attempts: attempts per request (1 .. 100).
         slow_part_timeout: "off", "dynamic" or a first-byte timeout in ms.
@@ -85,20 +103,23 @@ class TransferConfig:
     """
 
     _FIELDS = ("part_size", "multipart_threshold", "concurrency", "buffer_strategy", "pool", "memory_limit",
-               "checksum", "leave_parts_on_error", "max_attempts", "slow_part_timeout", "validate_checksum",
+               "checksum", "checksum_location", "leave_parts_on_error", "max_attempts", "slow_part_timeout", "validate_checksum",
                "size_hint", "stall_timeout_ms", "stall_min_rate")
 
     def __init__(self, part_size: Optional[int] = None, multipart_threshold: Optional[int] = None,
                  concurrency: Optional[int] = None,
                  buffer_strategy: Union[str, BufferStrategy, None] = None,
                  pool: Union[str, Pool, None] = None, memory_limit: Optional[int] = None,
-                 checksum: Union[str, Checksum, None] = None, leave_parts_on_error: Optional[bool] = None,
+                 checksum: Union[str, Checksum, None] = None,
+                 checksum_location: Union[str, ChecksumLocation, None] = None,
+                 leave_parts_on_error: Optional[bool] = None,
                  max_attempts: Optional[int] = None, slow_part_timeout: Union[str, int, None] = None,
                  validate_checksum: Optional[bool] = None, size_hint: Optional[int] = None,
                  stall_timeout_ms: Optional[int] = None, stall_min_rate: Optional[int] = None):
         self._values: Dict[str, int] = {}
         given = dict(part_size=part_size, multipart_threshold=multipart_threshold, concurrency=concurrency,
                      buffer_strategy=buffer_strategy, pool=pool, memory_limit=memory_limit, checksum=checksum,
+                     checksum_location=checksum_location,
                      leave_parts_on_error=leave_parts_on_error, max_attempts=max_attempts,
                      slow_part_timeout=slow_part_timeout, validate_checksum=validate_checksum,
                      size_hint=size_hint, stall_timeout_ms=stall_timeout_ms, stall_min_rate=stall_min_rate)

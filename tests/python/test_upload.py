@@ -4,11 +4,13 @@ memory, pool bounds, cleanup after failure and cancel, and bad input."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
 import subprocess
 import threading
+import zlib
 
 import pytest
 
@@ -20,7 +22,7 @@ P = 5 * MiB
 SIZES = [0, 1, P - 1, P, P + 1]
 STRATEGIES = ["buffered", "unbuffered"]
 POOLS = ["bounded", "cache", "malloc"]
-CHECKSUMS = [None, "crc32c", "crc32", "sha256", "md5"]
+CHECKSUMS = ["none", "crc32c", "crc32", "sha256", "md5"]
 
 
 def sha(b) -> str:
@@ -237,6 +239,59 @@ def test_bad_input(client, bucket, tmp_path):
     with pytest.raises(s3xfer.InvalidConfigError, match="unbuffered needs a seekable"):
         client.upload_fileobj(io.BytesIO(b"abc"), bucket, "k", config=TransferConfig(buffer_strategy="unbuffered"))
     assert client.list_objects(bucket) == []
+
+
+def _composite(kind: str, parts) -> str:
+    """S3's checksum of a multipart object: the checksum of the parts'
+    checksums, then "-N"; of a single PutObject, the body's own."""
+    def raw(b):
+        return (zlib.crc32(b).to_bytes(4, "big") if kind == "crc32" else hashlib.sha256(b).digest())
+    if len(parts) == 1:
+        return base64.b64encode(raw(parts[0])).decode()
+    return base64.b64encode(raw(b"".join(raw(p) for p in parts))).decode() + f"-{len(parts)}"
+
+
+@pytest.mark.parametrize("location", ["header", "trailer"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("checksum", ["crc32", "sha256", "crc32c"])
+def test_checksum_location(client, boto, bucket, tmp_path, location, strategy, checksum):
+    """A checksum sent in a header or an aws-chunked trailer: the server
+    checks it (see test_reliability's corruption tests) and records it; the
+    object's checksum is the one computed here from the bytes."""
+    data = os.urandom(2 * P + 3)
+    f = tmp_path / "f"
+    cfg = TransferConfig(part_size=P, multipart_threshold=P, concurrency=2, checksum=checksum,
+                         checksum_location=location, buffer_strategy=strategy)
+    for n in (0, 100, len(data)):
+        f.write_bytes(data[:n])
+        key = f"loc/{n}"
+        r = client.upload_file(f, bucket, key, config=cfg)
+        assert fetch(boto, bucket, key) == data[:n] and r.bytes == n
+        head = boto.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+        got = head.get("Checksum" + checksum.upper())
+        assert got, head
+        if checksum != "crc32c":  # no CRC32C in the standard library
+            parts = [data[i:min(i + P, n)] for i in range(0, n, P)] or [b""]
+            assert got == _composite(checksum, parts)
+        else:
+            assert got.endswith("-3") if n > P else "-" not in got
+
+
+def test_checksum_location_bad_combinations(s3env, client, bucket):
+    with pytest.raises(s3xfer.InvalidConfigError, match="checksum_location"):
+        TransferConfig(checksum_location="footer")
+    with pytest.raises(s3xfer.InvalidConfigError, match=r"trailer needs .* this upload has checksum md5"):
+        client.upload_bytes(b"x" * 100, bucket, "k", config=TransferConfig(checksum="md5", checksum_location="trailer"))
+    with s3xfer.Client(endpoint_url=s3env["endpoint_url"], region=s3env["region"], access_key=s3env["access_key"],
+                       secret_key=s3env["secret_key"], payload_signing="signed") as signed:
+        with pytest.raises(s3xfer.InvalidConfigError, match="this upload has payload_signing signed"):
+            signed.upload_bytes(b"x" * 100, bucket, "k", config=TransferConfig(checksum_location="trailer"))
+        # auto: a signed payload keeps the checksum in a header
+        assert signed.upload_bytes(b"x" * 100, bucket, "k").bytes == 100
+    # no checksum: nothing to place, the location is moot
+    assert client.upload_bytes(b"y" * 100, bucket, "k2", config=TransferConfig(checksum="none",
+                                                                                 checksum_location="trailer")).bytes == 100
+    assert client.list_multipart_uploads(bucket) == []
 
 
 def test_memory_limit_refused_before_sending(client, bucket):

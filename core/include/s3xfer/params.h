@@ -41,6 +41,7 @@ typedef enum s3x_param {
     S3X_PARAM_STALL_TIMEOUT_MS,     /* a request moving less than STALL_MIN_RATE for this long is dropped and
                                        retried; 0 = off; default 30000 */
     S3X_PARAM_STALL_MIN_RATE,       /* bytes/s below which a request counts as stalled; default 1 */
+    S3X_PARAM_CHECKSUM_LOCATION,    /* s3x_checksum_location (upload); default AUTO */
 
     S3X_PARAM__COUNT
 } s3x_param;
@@ -78,6 +79,18 @@ typedef enum s3x_checksum {
     S3X_CHECKSUM_SHA256 = 3,
     S3X_CHECKSUM_MD5 = 4       /* Content-MD5 per part */
 } s3x_checksum;
+
+/* Where an upload part's checksum travels. */
+typedef enum s3x_checksum_location {
+    S3X_CHECKSUM_LOCATION_AUTO = 0,    /* TRAILER when the part body is sent unsigned and the checksum
+                                          can trail it (CRC32C, CRC32, SHA-256), else HEADER */
+    S3X_CHECKSUM_LOCATION_HEADER = 1,  /* an x-amz-checksum-* / Content-MD5 header: each part is hashed
+                                          before it is sent (an UNBUFFERED part is read twice) */
+    S3X_CHECKSUM_LOCATION_TRAILER = 2  /* an aws-chunked trailer (STREAMING-UNSIGNED-PAYLOAD-TRAILER):
+                                          hashed while it is sent. Needs an unsigned payload (payload
+                                          signing AUTO or UNSIGNED) and not MD5; an upload that cannot
+                                          send one fails with S3X_EINVAL before any request */
+} s3x_checksum_location;
 
 #define S3X_SLOW_PART_OFF 0
 #define S3X_SLOW_PART_DYNAMIC (-1)
