@@ -36,7 +36,9 @@ def plot_action(results, action, path):
     names = [n for n, w in results["workloads"].items() if w["spec"]["action"] == action]
     if not names:
         return None
-    runners = [r for r in COLORS if any(r in series(results["workloads"][n], "mib_s") for n in names)]
+    seen = [r for n in names for r in results["workloads"][n]["runners"]]
+    runners = [r for r in dict.fromkeys(list(COLORS) + seen)
+               if any(r in series(results["workloads"][n], "mib_s") for n in names)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     width = 0.8 / max(1, len(runners))
     for ax, key, label in ((axes[0], "mib_s", "throughput, MiB/s (higher is better)"),
@@ -50,7 +52,7 @@ def plot_action(results, action, path):
                     ys.append(s[0])
                     lo.append(s[0] - s[1])
                     hi.append(s[2] - s[0])
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=COLORS[rn], label=rn)
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=COLORS.get(rn, "#888888"), label=rn)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, fontsize=8)
         ax.set_title(label, fontsize=10)

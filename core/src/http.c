@@ -1,7 +1,6 @@
 /* HTTP requests to S3 over libcurl: URL building, signing, the multi loop
  * and mapping outcomes to s3xfer errors. */
 #include "client_internal.h"
-#include "chunked.h"
 #include <inttypes.h>
 #include "error.h"
 #include "s3xml.h"
