@@ -36,12 +36,17 @@ def build_dir(path=None):
     """The build to benchmark: --build, else $S3X_BENCH_BUILD, else build-bench
     (a Release build of our own, configured and built here if missing)."""
     d = os.path.abspath(path or os.environ.get("S3X_BENCH_BUILD") or os.path.join(REPO, "build-bench"))
+    ours = d == os.path.join(REPO, "build-bench")
     if not os.path.exists(os.path.join(d, "s3xfer")) or not os.path.isdir(os.path.join(d, "python", "s3xfer")):
         log(f"bench: building a Release build into {d}")
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         subprocess.run(["cmake", "-S", REPO, "-B", d, *gen, "-DCMAKE_BUILD_TYPE=Release", "-DS3X_BUILD_PYTHON=ON",
                         "-DS3X_BUILD_TESTS=OFF", f"-DPython3_EXECUTABLE={sys.executable}"],
                        check=True, stdout=subprocess.DEVNULL)
+        ours = True
+    if ours:
+        # Brought up to date on every use, so a benchmark never runs an older
+        # library than the working tree (a no-op when nothing changed).
         subprocess.run(["cmake", "--build", d, "-j", str(os.cpu_count() or 2)], check=True, stdout=subprocess.DEVNULL)
     return d
 

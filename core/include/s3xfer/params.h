@@ -55,9 +55,10 @@ typedef enum s3x_addressing {
 typedef enum s3x_payload_signing {
     S3X_PAYLOAD_SIGNED = 0,    /* x-amz-content-sha256 is the SHA-256 of the body */
     S3X_PAYLOAD_UNSIGNED = 1,  /* UNSIGNED-PAYLOAD: the body is not hashed for the signature */
-    S3X_PAYLOAD_AUTO = 2       /* UNSIGNED-PAYLOAD when the request carries a checksum of its body
-                                  (x-amz-checksum-*, Content-MD5: a signed header the server checks),
-                                  else SIGNED */
+    S3X_PAYLOAD_AUTO = 2       /* unsigned when the request carries a checksum of its body, which the
+                                  server checks: UNSIGNED-PAYLOAD with an x-amz-checksum-* or
+                                  Content-MD5 header, or STREAMING-UNSIGNED-PAYLOAD-TRAILER with the
+                                  checksum in a trailer (S3X_PARAM_CHECKSUM_LOCATION); else SIGNED */
 } s3x_payload_signing;
 
 typedef enum s3x_buffer_strategy {
