@@ -138,3 +138,22 @@ def test_ctrl_c_aborts_the_upload(cli, s3env, client, bucket, tmp_path):
     assert b"cancelled" in err
     assert client.list_multipart_uploads(bucket) == []
     assert client.list_objects(bucket) == []
+
+
+def test_cp_checksum_location(cli, boto, bucket, tmp_path):
+    src = tmp_path / "src.bin"
+    data = os.urandom(11 * 1024 * 1024 + 5)
+    src.write_bytes(data)
+    for loc in ("header", "trailer", "auto"):
+        run(cli, "cp", str(src), f"s3://{bucket}/{loc}", "--checksum", "crc32", "--checksum-location", loc,
+            "--part-size", "5MiB", "--multipart-threshold", "5MiB")
+        assert boto.get_object(Bucket=bucket, Key=loc)["Body"].read() == data
+        head = boto.head_object(Bucket=bucket, Key=loc, ChecksumMode="ENABLED")
+        assert head["ChecksumCRC32"].endswith("-3"), head
+    p = run(cli, "cp", str(src), f"s3://{bucket}/md5", "--checksum", "md5", "--checksum-location", "trailer",
+            check=False)
+    assert p.returncode != 0
+    assert b"checksum_location trailer needs" in p.stderr and b"md5" in p.stderr
+    p = run(cli, "cp", str(src), f"s3://{bucket}/x", "--checksum-location", "footer", check=False)
+    assert p.returncode == 2 and b"--checksum-location" in p.stderr
+    assert "md5" not in [o["Key"] for o in boto.list_objects_v2(Bucket=bucket).get("Contents", [])]
