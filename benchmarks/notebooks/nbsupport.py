@@ -352,3 +352,30 @@ def s3_etag(path: str, part_size: int, multipart: bool = True) -> str:
     if not multipart:
         return f'"{whole.hexdigest()}"'
     return f'"{hashlib.md5(b"".join(digests)).hexdigest()}-{len(digests)}"'
+
+
+# ---- running the notebooks headless (render.py, tests/python/test_notebooks.py)
+
+RUNNER_MODULES = ("nbclient", "nbformat", "ipykernel", "matplotlib")
+
+
+def missing_runner_modules() -> list:
+    """The modules needed to execute the notebooks that this interpreter lacks."""
+    missing = []
+    for mod in RUNNER_MODULES:
+        try:
+            __import__(mod)
+        except ImportError:
+            missing.append(mod)
+    return missing
+
+
+def write_kernel_spec(jupyter_dir, name: str, display: str) -> None:
+    """A kernel spec `name` for this very interpreter under jupyter_dir/kernels;
+    put jupyter_dir first on JUPYTER_PATH so that nbclient finds it before any
+    other python3 kernel installed on the machine."""
+    spec = pathlib.Path(jupyter_dir) / "kernels" / name
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"{display} ({sys.executable})", "language": "python"}))

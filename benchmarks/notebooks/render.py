@@ -117,11 +117,7 @@ def kernel_env(tmp: str) -> None:
     import importlib.util
     import nbsupport
 
-    spec = pathlib.Path(tmp) / "kernels" / KERNEL_NAME
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": f"s3xfer render ({sys.executable})", "language": "python"}))
+    nbsupport.write_kernel_spec(tmp, KERNEL_NAME, "s3xfer render")
     pkg = nbsupport.s3xfer_path() or str(pathlib.Path(importlib.util.find_spec("s3xfer").origin).parents[1])
     for var, first in (("JUPYTER_PATH", tmp), ("PYTHONPATH", pkg)):
         os.environ[var] = first + (os.pathsep + os.environ[var] if os.environ.get(var) else "")
@@ -197,17 +193,11 @@ def main() -> int:
     if unknown:
         die(f"--set {', '.join(unknown)}: in none of the selected notebooks' parameters cells")
 
-    missing = []
-    for mod in ("nbclient", "nbformat", "ipykernel", "matplotlib"):
-        try:
-            __import__(mod)
-        except ImportError:
-            missing.append(mod)
+    import nbsupport  # this directory is sys.path[0]
+    missing = nbsupport.missing_runner_modules()
     if missing:
         die(f"{', '.join(missing)} not installed in {sys.executable}: "
             f"pip install -r requirements-notebooks.txt")
-
-    import nbsupport  # this directory is sys.path[0]
     out.mkdir(parents=True, exist_ok=True)
     if executed:
         executed.mkdir(parents=True, exist_ok=True)

@@ -24,13 +24,12 @@ CELL_TIMEOUT = 300  # seconds per cell
 KERNEL_NAME = "s3xfer-nbtest"
 
 
+sys.path.insert(0, str(NB_DIR))
+import nbsupport  # noqa: E402  (stdlib only; shared with benchmarks/notebooks/render.py)
+
+
 def _require_notebook_deps():
-    missing = []
-    for mod in ("nbclient", "nbformat", "ipykernel", "matplotlib"):
-        try:
-            __import__(mod)
-        except ImportError:
-            missing.append(mod)
+    missing = nbsupport.missing_runner_modules()
     if missing:
         pytest.fail(f"{', '.join(missing)} not installed in {sys.executable}: "
                     f"pip install -r requirements-notebooks.txt", pytrace=False)
@@ -64,11 +63,7 @@ def kernel_name(tmp_path_factory):
     """A kernel spec for this very interpreter, first on JUPYTER_PATH, so the
     notebooks never run on some other python3 kernel installed on the machine."""
     d = tmp_path_factory.mktemp("jupyter")
-    spec = d / "kernels" / KERNEL_NAME
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": f"s3xfer notebook test ({sys.executable})", "language": "python"}))
+    nbsupport.write_kernel_spec(d, KERNEL_NAME, "s3xfer notebook test")
     mp = pytest.MonkeyPatch()
     mp.setenv("JUPYTER_PATH", str(d) + (os.pathsep + os.environ["JUPYTER_PATH"]
                                         if os.environ.get("JUPYTER_PATH") else ""))
