@@ -1,12 +1,16 @@
 /* The download manager: ranged GETs in parallel on the client's multi loop.
- * The first range also tells the object's size and ETag; every later range
- * is pinned to that ETag with If-Match. Ranges go straight to their offsets
- * (file: pwrite into a temporary file; memory: the caller's buffer) or, for
- * in-order streams, into pool buffers that are delivered in order. */
+ * The first range (the probe) also tells the object's size and ETag; every
+ * later range is pinned to that ETag with If-Match. Ranges go straight to
+ * their offsets (file: pwrite into a temporary file; memory: the caller's
+ * buffer) or, for in-order streams, into pool buffers that are delivered in
+ * order. Whether a response is the range that was asked for, and whether
+ * the whole object arrived, is decided by range.c: no length a server states
+ * is used before it was checked there. */
 #include "checksum.h"
 #include "filewriter.h"
 #include "error.h"
 #include "params_internal.h"
+#include "range.h"
 #include "xfer.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +36,11 @@ typedef struct rslot {
     int state;
     int index;                /* range number, 0-based */
     int64_t offset, size;     /* size is -1 for the first probe until known */
+    s3x_dlask ask;            /* what this range's request asks for */
+    s3x_dlverdict verdict;    /* what its response must deliver, once checked */
+    int checked;              /* the response head was accepted (range.c) */
+    int proto;                /* the response broke the protocol: perr says how */
+    s3x_saved_error perr;
     int64_t got;              /* bytes of this range received in this attempt */
     char *buf;                /* DST_STREAM: pool buffer */
     size_t buf_size;
@@ -39,7 +48,7 @@ typedef struct rslot {
     double retry_at;
     int fb_timeout;
     int64_t fb_timeout_used;
-    int bad;                  /* a body longer than the range, or a write failed */
+    int bad;                  /* a write failed (R->write_errno) */
     char *stage;              /* DST_FILE: bytes gathered for one large pwrite */
     size_t staged;
     char range[64];
@@ -58,18 +67,17 @@ typedef struct drun {
     s3x_write_fn write_fn;    /* DST_STREAM */
     void *write_payload;
     int64_t part_size;
-    int64_t total;            /* object size, -1 until the first response */
-    char *etag;
+    s3x_dlplan plan;          /* size (-1 until the probe), ranges, ETag: range.c */
+    char *etag;               /* the probe's ETag as sent, for If-Match */
     int next_index;           /* next range to assign */
-    int nranges;
     int next_deliver;         /* DST_STREAM: next range to hand over */
-    int64_t bytes_done;
+    int64_t bytes_done;       /* bytes of accepted ranges */
+    int64_t delivered;        /* DST_STREAM: bytes handed to write_fn */
     rslot *slots;
     int nslots;
     int write_errno;
     int whole_in_first;       /* the first response carried the whole object */
-    int too_big;
-    int waiting;              /* DST_STREAM: the next range waits for a buffer */              /* DST_MEM: the object does not fit the caller's buffer */
+    int waiting;              /* DST_STREAM: the next range waits for a buffer */
     char *checksum_hdr_name;  /* from the first response (full object only) */
     char *checksum_value;
     s3x_hasher hasher;        /* over the whole object when it came in one response */
@@ -148,44 +156,61 @@ static int on_body(const void *data, size_t len, void *payload) {
     return rc;
 }
 
+/* Fails the run with the thread's last error (set by range.c, which does
+ * not know the object's name), naming the object. */
+static int fail_named(drun *R) {
+    const s3x_error *e = s3x_error_last();
+    return s3x_xfer_failf(R->x, e->code, "GetObject s3://%s/%s: %s", R->bucket, R->key, e->message);
+}
+
+/* Keeps the thread's last error as this response's protocol failure: it is
+ * reported when the request finishes, and other requests may set the thread
+ * error in between. Returns 1 (stop the body). */
+static int keep_proto_error(rslot *s) {
+    if (!s->proto) {
+        s->proto = 1;
+        s3x_error_save(&s->perr);
+    }
+    return 1;
+}
+
+/* Hashes the probe's body when it carries the object's full checksum. */
+static void begin_hash(drun *R, const s3x_http_req *r) {
+    s3x_hasher_cleanup(&R->hasher);
+    R->hashing = 0;
+    /* Composite "-N" checksums of multipart objects are checksums of part
+     * checksums; without the upload's part boundaries they cannot be checked. */
+    if (R->x->params[S3X_PARAM_VALIDATE_CHECKSUM] && r->checksum_kind && r->checksum_value &&
+        !strchr(r->checksum_value, '-') && s3x_hasher_init(&R->hasher, r->checksum_kind) == 0) {
+        R->hashing = 1;
+        free(R->checksum_value);
+        R->checksum_value = strdup(r->checksum_value);
+        free(R->checksum_hdr_name);
+        R->checksum_hdr_name = strdup(s3x_checksum_header(r->checksum_kind));
+    }
+}
+
+/* Checks a 2xx response's head against what its request asked (range.c),
+ * once, before any of its body is used. Returns 0 or -1 (thread error set). */
+static int check_head(drun *R, rslot *s) {
+    if (s->checked) return 0;
+    s3x_http_req *r = &s->req;
+    s3x_dlresp resp = {r->status, r->content_range, r->content_length, r->etag};
+    if (s3x_dlplan_check(&R->plan, &s->ask, &resp, &s->verdict)) return -1;
+    s->checked = 1;
+    if (s->ask.probe) begin_hash(R, r);
+    return 0;
+}
+
 static int on_body_io(const void *data, size_t len, void *payload) {
     rslot *s = payload;
     drun *R = s->run;
     s3x_http_req *r = &s->req;
-    if (r->status != 200 && r->status != 206) return 0; /* error bodies are captured by http.c */
-    int64_t cap = s->size >= 0 ? s->size : INT64_MAX;
-    if (s->index == 0 && s->size < 0) {
-        /* The probe: its size becomes known from the headers. */
-        cap = R->part_size;
-        if (r->status == 200 && r->content_length >= 0) cap = r->content_length;
-        else if (r->content_length >= 0) cap = r->content_length;
-    }
-    if (s->got + (int64_t)len > cap) {
-        s->bad = 1;
-        return 1;
-    }
-    if (s->index == 0 && s->got == 0 && R->kind == DST_MEM) {
-        int64_t total = r->status == 206 ? s3x_content_range_total(r->content_range) : r->content_length;
-        if (total >= 0 && (uint64_t)total > R->mem_cap) {
-            R->too_big = 1;
-            return 1;
-        }
-    }
-    if (s->index == 0 && s->got == 0) {
-        /* A full-object checksum in the headers: hash what arrives (composite
-         * "-N" checksums of multipart objects cannot be checked from ranges). */
-        s3x_hasher_cleanup(&R->hasher);
-        R->hashing = 0;
-        if (R->x->params[S3X_PARAM_VALIDATE_CHECKSUM] && r->checksum_kind && r->checksum_value &&
-            !strchr(r->checksum_value, '-') && s3x_hasher_init(&R->hasher, r->checksum_kind) == 0) {
-            R->hashing = 1;
-            free(R->checksum_value);
-            R->checksum_value = strdup(r->checksum_value);
-            free(R->checksum_hdr_name);
-            R->checksum_hdr_name = strdup(s3x_checksum_header(r->checksum_kind));
-        }
-    }
-    int64_t off = s->offset + s->got;
+    if (r->status >= 300) return 0; /* error bodies are captured by http.c */
+    if (s->proto) return 1;
+    if (check_head(R, s) || s3x_dlplan_body(&s->verdict, s->got, len)) return keep_proto_error(s);
+    /* From here the bytes are within the range that was asked for. */
+    int64_t off = s->verdict.offset + s->got;
     switch (R->kind) {
     case DST_FILE: {
         /* curl hands over at most 16 KiB at a time. The bytes are gathered
@@ -214,16 +239,18 @@ static int on_body_io(const void *data, size_t len, void *payload) {
         return 0;
     }
     case DST_MEM:
-        if ((uint64_t)(off + (int64_t)len) > R->mem_cap) {
-            s->bad = 1;
-            return 1;
+        /* Cannot happen after the checks (the object fits the buffer); kept
+         * so that no bug elsewhere can write past the caller's buffer. */
+        if ((uint64_t)off + len > R->mem_cap) {
+            s3x_seterr(S3X_EINTERNAL, "a range would end past the %zu-byte buffer", R->mem_cap);
+            return keep_proto_error(s);
         }
         memcpy(R->mem + off, data, len);
         break;
     case DST_STREAM:
-        if (!s->buf || s->got + (int64_t)len > (int64_t)s->buf_size) {
-            s->bad = 1;
-            return 1;
+        if (!s->buf || (uint64_t)s->got + len > s->buf_size) {
+            s3x_seterr(S3X_EINTERNAL, "a range would end past its %zu-byte buffer", s->buf_size);
+            return keep_proto_error(s);
         }
         memcpy(s->buf + s->got, data, len);
         break;
@@ -235,12 +262,6 @@ static int on_body_io(const void *data, size_t len, void *payload) {
 
 /* ---- planning -------------------------------------------------------------------- */
 
-static void range_of(const drun *R, int index, int64_t *off, int64_t *size) {
-    *off = (int64_t)index * R->part_size;
-    *size = R->total - *off;
-    if (*size > R->part_size) *size = R->part_size;
-}
-
 static void on_range_done(s3x_http_req *r, void *payload);
 
 static int start_range(drun *R, rslot *s) {
@@ -251,14 +272,13 @@ static int start_range(drun *R, rslot *s) {
     r->bucket = R->bucket;
     r->key = R->key;
     r->nquery = r->nheaders = 0;
-    if (s->index == 0 && R->total < 0) {
-        snprintf(s->range, sizeof s->range, "bytes=0-%" PRId64, R->part_size - 1);
+    snprintf(s->range, sizeof s->range, "bytes=%" PRId64 "-%" PRId64, s->ask.first, s->ask.last);
+    if (s->ask.probe) {
         if (R->x->params[S3X_PARAM_VALIDATE_CHECKSUM]) r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-mode", "ENABLED"};
-    } else {
-        snprintf(s->range, sizeof s->range, "bytes=%" PRId64 "-%" PRId64, s->offset, s->offset + s->size - 1);
-        if (R->etag && *R->etag) r->headers[r->nheaders++] = (s3x_kv){"if-match", R->etag};
+    } else if (R->etag && *R->etag) {
+        r->headers[r->nheaders++] = (s3x_kv){"if-match", R->etag};
     }
-    if (!(s->index == 0 && s->size == 0)) r->headers[r->nheaders++] = (s3x_kv){"range", s->range};
+    if (s->ask.ranged) r->headers[r->nheaders++] = (s3x_kv){"range", s->range};
     r->write_fn = on_body;
     r->write_payload = s;
     r->on_done = on_range_done;
@@ -266,6 +286,9 @@ static int start_range(drun *R, rslot *s) {
     s->got = 0;
     s->staged = 0;
     s->bad = 0;
+    s->checked = 0;
+    s->proto = 0;
+    s3x_saved_error_free(&s->perr);
     s->fb_timeout = 0;
     s->attempts++;
     R->x->res->requests++;
@@ -279,23 +302,16 @@ static int start_range(drun *R, rslot *s) {
     return 0;
 }
 
-/* Learns the object's size, ETag and checksum from the first response. */
+/* Learns the object's size, ETag and ranges from the accepted probe. */
 static int learn_object(drun *R, rslot *s) {
     s3x_http_req *r = &s->req;
-    int64_t total = r->status == 206 ? s3x_content_range_total(r->content_range) : r->content_length;
-    if (total < 0)
-        return s3x_seterr(S3X_ENETWORK, "GetObject s3://%s/%s: the response did not say the object's size", R->bucket,
-                          R->key);
-    R->total = total;
+    if (s3x_dlplan_learn(&R->plan, &s->verdict, r->etag)) return -1;
     R->etag = strdup(r->etag ? r->etag : "");
+    if (!R->etag) return s3x_seterr(S3X_ENOMEM, "out of memory");
     s->size = s->got;
-    R->nranges = total == 0 ? 1 : (int)((total + R->part_size - 1) / R->part_size);
-    R->whole_in_first = s->got == total;
-    R->x->res->parts = R->nranges;
-    R->x->res->multipart = R->nranges > 1;
-    if (R->kind == DST_MEM && (uint64_t)total > R->mem_cap)
-        return s3x_seterr(S3X_ELIMIT, "s3://%s/%s is %" PRId64 " bytes, larger than the %zu-byte buffer", R->bucket,
-                          R->key, total, R->mem_cap);
+    R->whole_in_first = s->verdict.length == s->verdict.total;
+    R->x->res->parts = R->plan.nranges;
+    R->x->res->multipart = R->plan.nranges > 1;
     return 0;
 }
 
@@ -310,26 +326,24 @@ static void on_range_done(s3x_http_req *r, void *payload) {
     rslot *s = payload;
     drun *R = s->run;
     s3x_xfer *x = R->x;
-    /* A 416 on the probe means an empty object: fetch it without a range. */
-    if (s->index == 0 && R->total < 0 && r->status == 416 && r->curl_rc == CURLE_OK && s->size != 0) {
-        s->size = 0;
-        s->attempts--;
-        s->state = RS_BACKOFF;
-        s->retry_at = 0;
-        return;
-    }
-    if (R->kind == DST_FILE && r->curl_rc == CURLE_OK && (r->status == 200 || r->status == 206))
-        flush_stage(R, s);
-    /* Short or overlong bodies count as broken connections. */
-    int short_body = r->curl_rc == CURLE_OK && (r->status == 200 || r->status == 206) &&
-                     ((r->content_length >= 0 && s->got != r->content_length) ||
-                      (s->size >= 0 && !(s->index == 0 && R->total < 0) && s->got != s->size));
-    if (R->too_big) {
-        int64_t total = r->status == 206 ? s3x_content_range_total(r->content_range) : r->content_length;
-        s3x_xfer_failf(x, S3X_ELIMIT, "s3://%s/%s is %" PRId64 " bytes, larger than the %zu-byte buffer", R->bucket,
-                       R->key, total, R->mem_cap);
-        s->state = RS_FREE;
-        return;
+    /* The whole response (head and body as announced) arrived. */
+    int complete = r->curl_rc == CURLE_OK && !s->fb_timeout && r->got_status;
+    s3x_dlresp resp = {r->status, r->content_range, r->content_length, r->etag};
+    if (complete) {
+        /* A 416 to the probe means an empty object: fetch it without a range. */
+        int empty = s3x_dlplan_empty_probe(&R->plan, &s->ask, &resp);
+        if (empty < 0) {
+            fail_named(R);
+            s->state = RS_FREE;
+            return;
+        }
+        if (empty) {
+            s->ask = s3x_dlplan_probe_whole(&R->plan);
+            s->attempts--;
+            s->state = RS_BACKOFF;
+            s->retry_at = 0;
+            return;
+        }
     }
     if (s->bad && R->write_errno) {
         s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
@@ -337,15 +351,34 @@ static void on_range_done(s3x_http_req *r, void *payload) {
         s->state = RS_FREE;
         return;
     }
-    if (short_body || s->bad) r->curl_rc = CURLE_PARTIAL_FILE;
+    /* A response that is not what was asked for (another range, another
+     * size, lengths that disagree, more bytes than the range) is not a
+     * broken connection: asking again would get the same answer, so the run
+     * fails at once with what was wrong. */
+    if (s->proto || (complete && r->status >= 200 && r->status < 300 && check_head(R, s))) {
+        if (s->proto) s3x_error_restore(&s->perr);
+        fail_named(R);
+        s->state = RS_FREE;
+        return;
+    }
+    if (complete && r->status >= 200 && r->status < 300) {
+        if (R->kind == DST_FILE && flush_stage(R, s) != 0) {
+            s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
+                           strerror(R->write_errno));
+            s->state = RS_FREE;
+            return;
+        }
+        /* Fewer bytes than the range (a body without Content-Length that
+         * ended early) is a broken connection: retried like one, with the
+         * message saying what was missing should it be the last attempt. */
+        if (s3x_dlplan_complete(&s->verdict, s->got)) {
+            snprintf(r->errbuf, sizeof r->errbuf, "%s", s3x_error_last()->message);
+            r->curl_rc = CURLE_PARTIAL_FILE;
+        }
+    }
     double delay = 0;
     int v = s3x_xfer_judge(x, r, s->attempts, s->fb_timeout, &delay);
     if (s->fb_timeout) s3x_fbt_on_timeout(&x->fbt, s->fb_timeout_used);
-    if (v == S3X_REQ_OK && s->index > 0 && r->status == 200) {
-        /* A server that ignored Range would send the whole object. */
-        s3x_seterr(S3X_ENETWORK, "GetObject s3://%s/%s: the server ignored the Range header", R->bucket, R->key);
-        v = S3X_REQ_FAIL;
-    }
     if (v == S3X_REQ_RETRY) {
         s->state = RS_BACKOFF;
         s->retry_at = s3x_now() + delay;
@@ -362,9 +395,9 @@ static void on_range_done(s3x_http_req *r, void *payload) {
         return;
     }
     s3x_xfer_learn(x, r);
-    if (s->index == 0 && R->total < 0) {
+    if (s->ask.probe) {
         if (learn_object(R, s)) {
-            s3x_xfer_fail(x);
+            fail_named(R);
             s->state = RS_FREE;
             return;
         }
@@ -376,7 +409,7 @@ static void on_range_done(s3x_http_req *r, void *payload) {
     } else {
         s->state = RS_FREE;
     }
-    s3x_xfer_progress(x, R->bytes_done, R->total);
+    s3x_xfer_progress(x, R->bytes_done, R->plan.total);
 }
 
 /* DST_STREAM: hands over every ready range that is next in order. */
@@ -392,6 +425,7 @@ static int deliver(drun *R) {
         if (stop)
             return s3x_xfer_failf(R->x, S3X_ECANCELLED, "the consumer of s3://%s/%s stopped the download", R->bucket,
                                   R->key);
+        R->delivered += ready->got;
         release_buf(R, ready);
         ready->state = RS_FREE;
         R->next_deliver++;
@@ -399,7 +433,7 @@ static int deliver(drun *R) {
 }
 
 static int feed(drun *R, rslot *s) {
-    if (R->total < 0 || R->next_index >= R->nranges) return 0;
+    if (R->plan.total < 0 || R->next_index >= R->plan.nranges) return 0;
     if (R->kind == DST_STREAM) {
         int oom = 0;
         char *b = s3x_pool_get(&R->x->pool, &oom);
@@ -414,7 +448,9 @@ static int feed(drun *R, rslot *s) {
         s->buf_size = R->x->pool.buf_size;
     }
     s->index = R->next_index++;
-    range_of(R, s->index, &s->offset, &s->size);
+    s->ask = s3x_dlplan_range(&R->plan, s->index);
+    s->offset = s->ask.first;
+    s->size = s->ask.last - s->ask.first + 1;
     s->attempts = 0;
     int rc = start_range(R, s);
     if (rc) release_buf(R, s);
@@ -479,7 +515,7 @@ static int drive(drun *R) {
         if (R->x->failed) break;
         int busy = 0;
         for (int i = 0; i < R->nslots; i++) busy |= R->slots[i].state != RS_FREE;
-        if (!busy && R->total >= 0 && R->next_index >= R->nranges) break;
+        if (!busy && R->plan.total >= 0 && R->next_index >= R->plan.nranges) break;
         if (s3x_http_poll(R->x->client, poll_ms(R)) < 0) {
             s3x_xfer_fail(R->x);
             break;
@@ -489,7 +525,7 @@ static int drive(drun *R) {
             int64_t moving = R->bytes_done;
             for (int i = 0; i < R->nslots; i++)
                 if (R->slots[i].state == RS_INFLIGHT) moving += R->slots[i].got;
-            s3x_xfer_heartbeat(R->x, moving, R->total);
+            s3x_xfer_heartbeat(R->x, moving, R->plan.total);
         }
     }
     for (int i = 0; i < R->nslots; i++) {
@@ -519,11 +555,15 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
     if (!result) result = &local;
     s3x_xfer_begin(x, result);
     R->x = x;
-    R->total = -1;
     R->part_size = x->params[S3X_PARAM_PART_SIZE];
     result->part_size = R->part_size;
     int64_t c = x->params[S3X_PARAM_CONCURRENCY];
-    int rc = 0;
+    int64_t capacity = R->kind != DST_MEM || R->mem_cap > (size_t)INT64_MAX ? -1 : (int64_t)R->mem_cap;
+    int rc = s3x_dlplan_init(&R->plan, R->part_size, capacity);
+    if (rc) {
+        s3x_xfer_end(x);
+        return rc;
+    }
     if (R->kind == DST_STREAM) {
         int64_t limit = x->params[S3X_PARAM_MEMORY_LIMIT];
         int64_t nbuf = c + 1;
@@ -558,6 +598,7 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
     /* The probe: the first range, alone. */
     rslot *s = &R->slots[0];
     s->index = 0;
+    s->ask = s3x_dlplan_probe(&R->plan);
     s->offset = 0;
     s->size = -1;
     if (R->kind == DST_STREAM) {
@@ -569,14 +610,17 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
     if (!rc) rc = start_range(R, s);
     if (rc) s3x_xfer_fail(x);
     if (drive(R) != 0) rc = s3x_error_restore(&x->err);
-    if (!rc && R->total >= 0 && R->kind == DST_FILE && R->bytes_done != R->total)
-        rc = s3x_seterr(S3X_EINTERNAL, "downloaded %" PRId64 " of %" PRId64 " bytes", R->bytes_done, R->total);
+    /* Every destination, not only files: a stream or a buffer that ends
+     * short must not look like success. */
+    if (!rc && s3x_dlplan_finish(&R->plan, R->kind == DST_STREAM ? R->delivered : R->bytes_done))
+        rc = s3x_seterr(s3x_error_last()->code, "GetObject s3://%s/%s: %s", R->bucket, R->key, s3x_error_last()->message);
     if (!rc) rc = validate_checksum(R);
     result->bytes = R->bytes_done;
     if (R->etag) snprintf(result->etag, sizeof result->etag, "%s", R->etag);
     for (int i = 0; i < R->nslots; i++) {
         release_buf(R, &R->slots[i]);
         if (R->slots[i].stage) s3x_writer_release(R->writer, R->slots[i].stage);
+        s3x_saved_error_free(&R->slots[i].perr);
         s3x_http_req_reset(x->client, &R->slots[i].req);
     }
     free(R->slots);

@@ -3,6 +3,7 @@
 #include "client_internal.h"
 #include <inttypes.h>
 #include "error.h"
+#include "range.h"
 #include "s3xml.h"
 #include <ctype.h>
 #include <stdlib.h>
@@ -96,7 +97,11 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
         const char *sp = memchr(line, ' ', n);
         r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         r->got_status = 1;
+        /* Lengths of an interim response (100 Continue) say nothing about
+         * the final one's body. */
         r->content_length = -1;
+        free(r->content_range);
+        r->content_range = NULL;
         return n;
     }
     const char *v;
@@ -118,12 +123,12 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
         r->checksum_kind = S3X_CHECKSUM_SHA256;
     }
     else if (header_is(line, n, "content-length", &v, &vl)) {
-        char tmp[32];
-        if (vl < sizeof tmp) {
-            memcpy(tmp, v, vl);
-            tmp[vl] = '\0';
-            r->content_length = strtoll(tmp, NULL, 10);
-        }
+        /* Digits only, no overflow (strtoll took "+1", "-5" and saturated
+         * huge values). A value that is not a length counts as absent:
+         * downloads then go by Content-Range and the bytes counted, and
+         * never by a length they could not check (range.c). */
+        int64_t cl;
+        r->content_length = s3x_content_length_parse(v, vl, &cl) == 0 ? cl : -1;
     }
     return n;
 }
@@ -628,10 +633,8 @@ int s3x_http_check_complete_body(const s3x_http_req *r) {
 }
 
 int64_t s3x_content_range_total(const char *cr) {
-    if (!cr) return -1;
-    const char *slash = strrchr(cr, '/');
-    if (!slash || slash[1] == '*') return -1;
-    char *end;
-    long long v = strtoll(slash + 1, &end, 10);
-    return end == slash + 1 ? -1 : (int64_t)v;
+    /* The strict parser: "bytes 0-9/1234x" or "bytes 9-0/5" states no size. */
+    s3x_crange c;
+    if (!cr || s3x_crange_parse(cr, strlen(cr), &c) != 0) return -1;
+    return c.total;
 }
