@@ -645,7 +645,15 @@ int s3x_download_file(s3x_download *d, const char *bucket, const char *key, cons
     if (rc) return rc;
     if (!path || !*path) return s3x_seterr(S3X_EINVAL, "path is empty");
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return s3x_seterr(S3X_EIO, "%s is a directory", path);
+    int replacing = 0;       /* an existing regular file is replaced */
+    mode_t keep_mode = 0;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return s3x_seterr(S3X_EIO, "%s is a directory", path);
+        if (S_ISREG(st.st_mode)) {
+            replacing = 1;
+            keep_mode = st.st_mode & 0777;
+        }
+    }
     /* The temporary file lives beside the target so the rename is atomic. */
     char *copy = strdup(path);
     if (!copy) return s3x_seterr(S3X_ENOMEM, "out of memory");
@@ -668,7 +676,13 @@ int s3x_download_file(s3x_download *d, const char *bucket, const char *key, cons
         s3x_buf_free(&tmp);
         return s3x_seterr(S3X_ENOMEM, "out of memory");
     }
-    int fd = open(tmp.data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    /* A file that replaces another keeps its permission bits (a 0600 file
+     * must not come back 0644), and until then the temporary file is
+     * readable by its owner only, so the new contents of a private file are
+     * never open to others on the way. A new file gets the umask's default
+     * mode, as any program's new file would. Set-id and sticky bits are not
+     * carried over: downloaded bytes should not become a set-id program. */
+    int fd = open(tmp.data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, replacing ? 0600 : 0666);
     if (fd < 0) {
         rc = s3x_seterr(S3X_EIO, "cannot create %s: %s", tmp.data, strerror(errno));
         s3x_buf_free(&tmp);
@@ -686,6 +700,9 @@ int s3x_download_file(s3x_download *d, const char *bucket, const char *key, cons
     /* Every write must be done before the file is synced and renamed. */
     e = s3x_writer_finish(R.writer);
     if (!rc && e) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(e));
+    /* A filesystem without Unix modes may refuse: the file then stays at
+     * the owner-only mode, which is the safe side. */
+    if (!rc && replacing) (void)fchmod(fd, keep_mode);
     if (!rc && fsync(fd) != 0) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
     if (close(fd) != 0 && !rc) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
     if (!rc && rename(tmp.data, path) != 0) rc = s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", path, strerror(errno));

@@ -1,0 +1,270 @@
+"""Downloads from a server that lies about lengths (issue 11, findings 3 and 5).
+
+The real server cannot misbehave, so this test runs its own: a small HTTP
+server on 127.0.0.1 (an ephemeral port, in a thread, stopped afterwards)
+that serves one object and answers GETs with scripted lies: a short first
+range, the wrong range with the right length, a total that changes between
+ranges, a Content-Length larger than the range, a total of 2^63-1, a 200
+that ignores Range, a body that ends early without a Content-Length. It
+does not check signatures. For every lie, every destination (file, file
+object, memory buffer and the CLI's standard output) must fail with an
+error that names the problem; a file download leaves neither the file nor a
+temporary file behind; a memory download does not report success. An
+honest mode of the same server succeeds byte for byte, so the failures come
+from the lies and not from the server.
+
+The re-download permission tests at the end run against the real server.
+"""
+
+from __future__ import annotations
+
+import http.server
+import io
+import os
+import re
+import stat
+import subprocess
+import threading
+
+import pytest
+
+import s3xfer
+from s3xfer import TransferConfig
+
+MiB = 1 << 20
+P = 5 * MiB
+N = 12 * MiB + 7            # three ranges of 5 MiB: 0-5242879, 5242880-10485759, 10485760-12582918
+DATA = bytes((i * 131 + (i >> 13)) & 0xFF for i in range(N))
+BUCKET, KEY = "lies", "obj"
+ETAG = '"0123456789abcdef0123456789abcdef"'
+CFG = TransferConfig(part_size=P, concurrency=3, max_attempts=2)
+
+
+class LyingHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "Liar/1.0"
+
+    def log_message(self, fmt, *args):  # keep pytest output clean
+        pass
+
+    def _range(self):
+        h = self.headers.get("Range")
+        if not h:
+            return None
+        m = re.fullmatch(r"bytes=(\d+)-(\d+)", h)
+        assert m, h
+        return int(m.group(1)), int(m.group(2))
+
+    def _send(self, status, body, content_range=None, content_length=None, close=False):
+        self.send_response(status)
+        self.send_header("ETag", ETAG)
+        self.send_header("Accept-Ranges", "bytes")
+        if content_range is not None:
+            self.send_header("Content-Range", content_range)
+        if content_length is not None:
+            self.send_header("Content-Length", str(content_length))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+            self.wfile.flush()
+
+    def do_HEAD(self):
+        self._send(200, b"", content_length=N)
+
+    def do_GET(self):
+        srv = self.server
+        if self.path.split("?")[0] != f"/{BUCKET}/{KEY}":
+            body = b"<Error><Code>NoSuchKey</Code><Message>no</Message></Error>"
+            return self._send(404, body, content_length=len(body))
+        rng = self._range()
+        with srv.lock:
+            srv.gets.append(rng)
+        mode = srv.mode
+        if rng is None:
+            return self._send(200, DATA, content_length=N)
+        a, b = rng
+        b = min(b, N - 1)
+        if mode == "ignore_range":
+            return self._send(200, DATA, content_length=N)
+        if mode == "short_first" and a == 0:
+            b = 3 * MiB - 1
+        if mode == "wrong_offset" and a > 0:
+            a, b = a - P, b - P
+        total = N
+        if mode == "total_changes" and a > 0:
+            total = N + P
+        if mode == "huge_total":
+            total = (1 << 63) - 1
+        body = DATA[a:b + 1]
+        cl = len(body)
+        if mode == "long_content_length" and a == 0:
+            body = DATA[a:b + 1 + 100]
+            cl = len(body)
+        if mode == "short_no_length" and a > 0:
+            # No Content-Length: the body ends when the connection closes,
+            # here 1000 bytes early.
+            return self._send(206, body[:-1000], content_range=f"bytes {a}-{b}/{total}", close=True)
+        return self._send(206, body, content_range=f"bytes {a}-{b}/{total}", content_length=cl)
+
+
+class LyingServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # The client hangs up on a lie as soon as it sees it: expected.
+        pass
+
+
+@pytest.fixture
+def liar():
+    srv = LyingServer(("127.0.0.1", 0), LyingHandler)
+    srv.mode = "honest"
+    srv.gets = []
+    srv.lock = threading.Lock()
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(10)
+
+
+@pytest.fixture
+def liar_client(liar):
+    c = s3xfer.Client(endpoint_url=f"http://127.0.0.1:{liar.server_address[1]}", region="us-east-1",
+                      access_key="AKIDLIAR", secret_key="liar-secret", addressing_style="path")
+    yield c
+    c.close()
+
+
+def test_honest_server_every_destination(liar, liar_client, tmp_path, cli):
+    """The same server telling the truth: every destination gets every byte."""
+    out = tmp_path / "out"
+    r = liar_client.download_file(BUCKET, KEY, out, config=CFG)
+    assert r.bytes == N and out.read_bytes() == DATA
+    bio = io.BytesIO()
+    liar_client.download_fileobj(BUCKET, KEY, bio, config=CFG)
+    assert bio.getvalue() == DATA
+    buf = bytearray(N + 10)
+    r = liar_client.download_into(BUCKET, KEY, buf, config=CFG)
+    assert r.bytes == N and bytes(buf[:N]) == DATA
+    p = run_cli(cli, liar)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == DATA
+    # four downloads, each the probe and two later ranges
+    assert sorted(liar.gets) == sorted([(0, P - 1), (P, 2 * P - 1), (2 * P, N - 1)] * 4)
+
+
+# mode -> (exception class, what the message must say)
+LIES = {
+    "short_first": (s3xfer.NetworkError, r"asked for bytes 0-5242879 of the 12582919-byte object, "
+                                         r"the server sent bytes 0-3145727"),
+    "wrong_offset": (s3xfer.NetworkError, r"asked for bytes (5242880-10485759|10485760-12582918) .*"
+                                          r"the server sent bytes (0-5242879|5242880-7340038)"),
+    "total_changes": (s3xfer.SourceChangedError, r"size changed during the download: first 12582919 bytes, "
+                                                 r"now 17825799"),
+    "long_content_length": (s3xfer.NetworkError, r"Content-Length 5242980 disagrees with Content-Range "
+                                                 r"\"bytes 0-5242879/12582919\""),
+    "huge_total": (s3xfer.LimitExceededError, r"object is 9223372036854775807 bytes, more than the "
+                                              r"5497558138880 bytes \(5 TiB\) S3 allows"),
+    "ignore_range": (s3xfer.NetworkError, r"ignored the Range header \(HTTP 200 with the whole 12582919-byte "
+                                          r"object to a request for bytes 0-5242879\)"),
+    "short_no_length": (s3xfer.NetworkError, r"body ended after \d+ of the \d+ bytes of bytes \d+-\d+"),
+}
+
+
+def run_cli(cli, liar):
+    env = dict(os.environ, AWS_ENDPOINT_URL=f"http://127.0.0.1:{liar.server_address[1]}",
+               AWS_ACCESS_KEY_ID="AKIDLIAR", AWS_SECRET_ACCESS_KEY="liar-secret", AWS_REGION="us-east-1")
+    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        env.pop(k, None)
+    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    return subprocess.run([cli, "cp", "--part-size", "5MiB", "--concurrency", "3", "--max-attempts", "2",
+                           f"s3://{BUCKET}/{KEY}", "-"], capture_output=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("mode", sorted(LIES))
+def test_lie_fails_every_destination(mode, liar, liar_client, tmp_path, cli):
+    liar.mode = mode
+    cls, pattern = LIES[mode]
+
+    # A file: an error naming the problem, nothing left in the directory.
+    out = tmp_path / "out"
+    with pytest.raises(cls, match=pattern) as ei:
+        liar_client.download_file(BUCKET, KEY, out, config=CFG)
+    assert f"s3://{BUCKET}/{KEY}" in str(ei.value)
+    assert list(tmp_path.iterdir()) == []
+
+    # A file that exists already is left as it was.
+    out.write_bytes(b"precious")
+    with pytest.raises(cls, match=pattern):
+        liar_client.download_file(BUCKET, KEY, out, config=CFG)
+    assert out.read_bytes() == b"precious"
+    assert list(tmp_path.iterdir()) == [out]
+
+    # A file object (in-order stream) and a memory buffer: errors, not success.
+    with pytest.raises(cls, match=pattern):
+        liar_client.download_fileobj(BUCKET, KEY, io.BytesIO(), config=CFG)
+    with pytest.raises(cls, match=pattern):
+        liar_client.download_into(BUCKET, KEY, bytearray(N + 10), config=CFG)
+
+    # The CLI to standard output: what was written cannot be taken back, but
+    # the exit status says failure and standard error says why.
+    p = run_cli(cli, liar)
+    assert p.returncode != 0
+    assert re.search(pattern, p.stderr.decode()), p.stderr
+    assert len(p.stdout) < N
+
+
+def test_protocol_lies_are_not_retried(liar, liar_client):
+    """A wrong answer is not a broken connection: asking again would get the
+    same answer, so the download stops at the first one."""
+    liar.mode = "short_first"
+    with pytest.raises(s3xfer.NetworkError):
+        liar_client.download_fileobj(BUCKET, KEY, io.BytesIO(), config=TransferConfig(part_size=P, max_attempts=5))
+    assert liar.gets == [(0, P - 1)]
+
+
+def test_short_body_is_retried_as_a_broken_connection(liar, liar_client):
+    liar.mode = "short_no_length"
+    with pytest.raises(s3xfer.NetworkError, match=r"gave up after 3 attempts"):
+        liar_client.download_fileobj(BUCKET, KEY, io.BytesIO(),
+                                     config=TransferConfig(part_size=P, concurrency=1, max_attempts=3))
+    # the probe once, then one later range three times
+    assert liar.gets[0] == (0, P - 1) and liar.gets[1:] == [(P, 2 * P - 1)] * 3
+
+
+# ---- a re-downloaded file keeps its permission bits (issue 11, finding 12) ----
+
+def test_redownload_keeps_existing_mode(client, boto, bucket, tmp_path):
+    data = os.urandom(3 * MiB)
+    boto.put_object(Bucket=bucket, Key="secret", Body=data)
+    out = tmp_path / "secret"
+    out.write_bytes(b"old private contents")
+    os.chmod(out, 0o600)
+    client.download_file(bucket, "secret", out)
+    assert out.read_bytes() == data
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    os.chmod(out, 0o640)
+    client.download_file(bucket, "secret", out, config=TransferConfig(part_size=P, concurrency=2))
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["secret"]
+
+
+def test_new_file_gets_the_umask_default(client, boto, bucket, tmp_path):
+    boto.put_object(Bucket=bucket, Key="k", Body=b"hello")
+    old = os.umask(0o027)
+    try:
+        client.download_file(bucket, "k", tmp_path / "a")
+        os.umask(0o022)
+        client.download_file(bucket, "k", tmp_path / "b")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o644
+    assert (tmp_path / "a").read_bytes() == b"hello"
