@@ -210,23 +210,81 @@ bad:
                                   "or STREAMING-...");
 }
 
-static int is_ows(unsigned char c) { return c == ' ' || c == '\t'; }
+size_t s3x_utf8_decode(const char *s, size_t n, uint32_t *cp) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (n == 0) return 0;
+    unsigned char c = u[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    size_t len;
+    uint32_t v, min;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        v = c & 0x1fu;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        v = c & 0x0fu;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        v = c & 0x07u;
+        min = 0x10000;
+    } else {
+        return 0; /* a continuation byte, C0/C1 (always overlong) or F5-FF */
+    }
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((u[i] & 0xc0) != 0x80) return 0;
+        v = (v << 6) | (u[i] & 0x3fu);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return len;
+}
 
-/* Appends value with leading/trailing blanks removed and inner runs of blanks
- * (space, tab) turned into one space. */
+size_t s3x_utf8_space(const char *s, size_t n) {
+    if (n == 0) return 0;
+    unsigned char c = (unsigned char)s[0];
+    if (c < 0x80) return (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) ? 1 : 0;
+    uint32_t cp;
+    size_t len = s3x_utf8_decode(s, n, &cp);
+    if (!len) return 0;
+    switch (cp) {
+    case 0x85: case 0xa0: case 0x1680: case 0x2028: case 0x2029: case 0x202f: case 0x205f: case 0x3000:
+        return len;
+    default:
+        return cp >= 0x2000 && cp <= 0x200a ? len : 0;
+    }
+}
+
+/* Appends value with leading and trailing whitespace removed and each inner
+ * run of whitespace turned into one space: botocore's ' '.join(v.split()),
+ * where v is a str, so its split() knows the Unicode spaces (a no-break space
+ * between words becomes a plain space). The value's bytes are walked one
+ * UTF-8 character at a time (a byte at a time where they are not UTF-8), so
+ * a space is only ever recognised where a character starts. */
 static void trimall_into(s3x_buf *b, const char *v, size_t n) {
-    size_t i = 0, end = n;
-    while (i < end && is_ows((unsigned char)v[i])) i++;
-    while (end > i && is_ows((unsigned char)v[end - 1])) end--;
     char *dst = b->data + b->len;
-    size_t w = 0;
-    while (i < end) {
-        if (is_ows((unsigned char)v[i])) {
-            dst[w++] = ' ';
-            while (is_ows((unsigned char)v[i])) i++; /* stops at a non-blank before end */
-        } else {
-            dst[w++] = v[i++];
+    size_t w = 0, i = 0;
+    int pending = 0; /* whitespace seen since the last word */
+    while (i < n) {
+        size_t sp = s3x_utf8_space(v + i, n - i);
+        if (sp) {
+            pending = w > 0;
+            i += sp;
+            continue;
         }
+        if (pending) dst[w++] = ' ';
+        pending = 0;
+        uint32_t cp;
+        size_t len = s3x_utf8_decode(v + i, n - i, &cp);
+        if (!len) len = 1;
+        memcpy(dst + w, v + i, len);
+        w += len;
+        i += len;
     }
     b->len += w;
     b->data[b->len] = '\0';
@@ -249,12 +307,13 @@ static const char *find_header(const s3x_sigv4_input *in, const char *lname) {
     return NULL;
 }
 
-/* 1 if v, trimmed of blanks, equals want. */
+/* 1 if v, trimmed of whitespace as the canonical form trims it, equals want. */
 static int trimmed_equals(const char *v, const char *want) {
-    size_t a = 0, b = strlen(v), wl = strlen(want);
-    while (a < b && is_ows((unsigned char)v[a])) a++;
-    while (b > a && is_ows((unsigned char)v[b - 1])) b--;
-    return b - a == wl && memcmp(v + a, want, wl) == 0;
+    size_t n = strlen(v), wl = strlen(want), i = 0, sp;
+    while ((sp = s3x_utf8_space(v + i, n - i))) i += sp;
+    if (n - i < wl || memcmp(v + i, want, wl) != 0) return 0;
+    for (i += wl; (sp = s3x_utf8_space(v + i, n - i)); i += sp) {}
+    return i == n;
 }
 
 static int check_input(const s3x_sigv4_input *in) {

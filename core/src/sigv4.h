@@ -50,13 +50,33 @@ typedef struct s3x_sigv4_output {
 } s3x_sigv4_output;
 
 /* Canonical headers: names lowercased, values trimmed with inner runs of
- * spaces collapsed to one, sorted by name; duplicate names joined with ','.
+ * whitespace collapsed to one space, sorted by name; duplicate names joined
+ * with ','. Whitespace is what botocore's str.split() splits on
+ * (s3x_utf8_space): space and tab, and in UTF-8 values also the Unicode
+ * spaces such as U+00A0 (no-break space); bytes that are not valid UTF-8 are
+ * kept as they are.
  * Canonical query: key and value encoded (encode_slash=1), sorted by encoded
  * key then encoded value, "k=v" joined by '&' ("k=" for empty values).
  * Returns 0, S3X_EINVAL (missing field), or S3X_ENOMEM. out must be zeroed
  * by the caller; release with s3x_sigv4_output_free. */
 int s3x_sigv4_sign(const s3x_sigv4_input *in, s3x_sigv4_output *out);
 void s3x_sigv4_output_free(s3x_sigv4_output *out);
+
+/* UTF-8 helpers, shared with the config parser (ini.c) and the XML builder
+ * (s3xml.c) so that all three agree on what a character and a space are. */
+
+/* Decodes the character at s[0..n): returns its length (1-4) and sets *cp,
+ * or returns 0 when the bytes are not valid UTF-8 there (a stray or missing
+ * continuation byte, an overlong form, a surrogate, above U+10FFFF, or cut
+ * short by n). Nothing is read past s[n-1]. */
+size_t s3x_utf8_decode(const char *s, size_t n, uint32_t *cp);
+
+/* The length of the whitespace character at s[0..n) (1-3 bytes), or 0. The
+ * set is Python's str.isspace(), which botocore's header trimming and
+ * configparser's stripping use: tab, LF, VT, FF, CR, 0x1C-0x1F, space, and
+ * U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F,
+ * U+3000 in UTF-8. */
+size_t s3x_utf8_space(const char *s, size_t n);
 
 /* Formats t (seconds since epoch, UTC) as "YYYYMMDDTHHMMSSZ" into out[17]. */
 void s3x_amz_date(int64_t t, char out[17]);

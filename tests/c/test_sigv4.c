@@ -530,12 +530,88 @@ static void test_validation(void) {
     CHECK(s3x_sigv4_sign(&in, NULL) == S3X_EINVAL, "NULL output rejected");
 }
 
+/* Unicode whitespace in header values, as botocore trims a str (issue 11:
+ * a no-break space was kept here and collapsed there), and the UTF-8 helpers
+ * the config parser and the XML builder share. Compared with botocore in
+ * tests/python/test_sigv4_oracle.py too. */
+static void test_unicode_space(void) {
+    {
+        const s3x_kv h[] = {{"host", DOC_HOST},
+                            {"x-amz-date", "\xc2\xa0" DOC_DATE "\xe3\x80\x80"},
+                            {"x-amz-content-sha256", EMPTY_SHA},
+                            {"x-amz-meta-a", "\xc2\xa0" "a\xc2\xa0\xc2\xa0" "b \xe2\x80\x83" "c\xc2\x85"},
+                            {"x-amz-meta-b", "zero\xe2\x80\x8bwidth\xef\xbb\xbf stays"},
+                            {"x-amz-meta-c", "bad\xc2 \xa0utf8\xe2\xe2\x80\x80x"},
+                            {"x-amz-meta-d", "\xe2\x80\xa8\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\x9f\xe1\x9a\x80"}};
+        s3x_sigv4_input in = simple_input(h, 7, NULL, 0);
+        check_vector("Unicode spaces in header values", &in,
+                     "GET\n/b/k\n\n"
+                     "host:" DOC_HOST "\n"
+                     "x-amz-content-sha256:" EMPTY_SHA "\n"
+                     "x-amz-date:" DOC_DATE "\n"
+                     "x-amz-meta-a:a b c\n"
+                     "x-amz-meta-b:zero\xe2\x80\x8bwidth\xef\xbb\xbf stays\n"
+                     "x-amz-meta-c:bad\xc2 \xa0utf8\xe2 x\n"
+                     "x-amz-meta-d:\n\n"
+                     "host;x-amz-content-sha256;x-amz-date;x-amz-meta-a;x-amz-meta-b;x-amz-meta-c;x-amz-meta-d\n"
+                     EMPTY_SHA,
+                     NULL, NULL, NULL);
+    }
+    struct {
+        const char *s;
+        size_t len;
+        uint32_t cp;
+    } dec[] = {
+        {"A", 1, 'A'},
+        {"\xc2\x80", 2, 0x80},
+        {"\xdf\xbf", 2, 0x7ff},
+        {"\xe0\xa0\x80", 3, 0x800},
+        {"\xed\x9f\xbf", 3, 0xd7ff},
+        {"\xee\x80\x80", 3, 0xe000},
+        {"\xef\xbf\xbf", 3, 0xffff},
+        {"\xf0\x90\x80\x80", 4, 0x10000},
+        {"\xf4\x8f\xbf\xbf", 4, 0x10ffff},
+        {"\x80", 0, 0},             /* a lone continuation byte */
+        {"\xc0\x80", 0, 0},         /* overlong NUL */
+        {"\xc1\xbf", 0, 0},         /* overlong */
+        {"\xe0\x9f\xbf", 0, 0},     /* overlong 3-byte */
+        {"\xf0\x8f\xbf\xbf", 0, 0}, /* overlong 4-byte */
+        {"\xed\xa0\x80", 0, 0},     /* U+D800 */
+        {"\xed\xbf\xbf", 0, 0},     /* U+DFFF */
+        {"\xf4\x90\x80\x80", 0, 0}, /* U+110000 */
+        {"\xf5\x80\x80\x80", 0, 0},
+        {"\xff", 0, 0},
+        {"\xe2\x82", 0, 0},         /* cut short by the NUL */
+        {"\xe2\x28\xa1", 0, 0},     /* not a continuation byte */
+    };
+    for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++) {
+        uint32_t cp = 0;
+        size_t len = s3x_utf8_decode(dec[i].s, strlen(dec[i].s), &cp);
+        CHECK(len == dec[i].len && (!len || cp == dec[i].cp), "decode case %zu: len %zu cp U+%04X", i, len,
+              (unsigned)cp);
+    }
+    uint32_t cp;
+    CHECK(s3x_utf8_decode("\xe2\x82\xac", 2, &cp) == 0, "decode stops at n");
+    CHECK(s3x_utf8_decode("x", 0, &cp) == 0, "decode of nothing");
+    const char *spaces[] = {" ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\xc2\x85", "\xc2\xa0",
+                            "\xe1\x9a\x80", "\xe2\x80\x80", "\xe2\x80\x8a", "\xe2\x80\xa8", "\xe2\x80\xa9",
+                            "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80"};
+    for (size_t i = 0; i < sizeof spaces / sizeof spaces[0]; i++)
+        CHECK(s3x_utf8_space(spaces[i], strlen(spaces[i])) == strlen(spaces[i]), "space %zu", i);
+    const char *not_spaces[] = {"a", "\x1b", "\x7f", "\xe2\x80\x8b", "\xef\xbb\xbf", "\xc2\xa1", "\xe2\x80\x8c",
+                                "\xc2", "\xe3\x80", "\xa0"};
+    for (size_t i = 0; i < sizeof not_spaces / sizeof not_spaces[0]; i++)
+        CHECK(s3x_utf8_space(not_spaces[i], strlen(not_spaces[i])) == 0, "not a space %zu", i);
+    CHECK(s3x_utf8_space("\xc2\xa0", 1) == 0, "space stops at n");
+}
+
 int main(void) {
     test_aws_doc_examples();
     test_get_vanilla();
     test_uri_encode();
     test_hashes_and_dates();
     test_canonicalisation();
+    test_unicode_space();
     test_validation();
     s3x_error_clear();
     return tap_summary("test_sigv4");

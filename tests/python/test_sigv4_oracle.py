@@ -445,3 +445,59 @@ def test_tool_refuses_bad_requests():
     assert out[0][0] == "ERR" and "control character" in out[0][1]
     assert out[1][0] == "ERR" and "x-amz-content-sha256" in out[1][1]
     assert out[2][0] != "ERR"
+
+
+UNICODE_SPACE_VALUES = [
+    "a\u00a0b",                      # no-break space between words
+    "\u00a0\u00a0lead and trail\u00a0",
+    "one \u00a0 two\t\u00a0three",   # a mixed run collapses to one space
+    "\u00a0",                        # only whitespace: the value becomes empty
+    "x\u2003y\u3000z",               # em space, ideographic space
+    "a\u0085b\u1680c\u2028d\u2029e\u202ff\u205fg\u2000h\u200ai",
+    "zero\u200bwidth",               # U+200B is not whitespace to str.split(): kept
+    "bom\ufeffkept",                 # nor is U+FEFF
+    "caf\u00e9 \u00e9t\u00e9",       # other non-ASCII letters are untouched
+    "\u65e5\u00a0\u672c",
+]
+
+
+def unicode_space_request(value, dup=False):
+    when = datetime.datetime(2024, 2, 29, 12, 0, 0)
+    amz_date = when.strftime("%Y%m%dT%H%M%SZ")
+    extra = [("x-amz-meta-space", value)]
+    if dup:
+        extra.append(("X-Amz-Meta-Space", "\u00a0second\u00a0 value "))
+    b_headers = [("Host", "127.0.0.1:8333")] + extra
+    return {
+        "method": "PUT", "scheme": "http", "host": "127.0.0.1:8333", "raw_path": "/bucket/key",
+        "query": [], "query_mode": "params", "bare_flags": False,
+        "b_headers": b_headers,
+        "c_headers": b_headers + [("x-amz-date", amz_date), ("x-amz-content-sha256", "UNSIGNED-PAYLOAD")],
+        "body": b"", "unsigned": True, "payload_hash": "UNSIGNED-PAYLOAD", "when": when, "amz_date": amz_date,
+        "region": "us-east-1", "token": None, "access_key": "AKIDEXAMPLE", "secret_key": "secret",
+    }
+
+
+def test_unicode_whitespace_in_header_values_matches_botocore():
+    """botocore trims a header value with ' '.join(value.split()) on a str,
+    so the Unicode spaces (U+00A0 and the others str.isspace() knows) are
+    trimmed and collapsed like ASCII ones (issue 11). The C signer gets the
+    same value as UTF-8 and must produce the same canonical request."""
+    reqs = [unicode_space_request(v) for v in UNICODE_SPACE_VALUES]
+    reqs += [unicode_space_request(v, dup=True) for v in UNICODE_SPACE_VALUES[:3]]
+    ours = run_tool(reqs)
+    for r, mine in zip(reqs, ours):
+        theirs = botocore_sign(r)
+        assert mine[0] != "ERR", f"{r['b_headers']!r}: refused: {mine[1]}"
+        assert mine[0] == theirs[0], (f"{r['b_headers'][1:]!r}\n"
+                                      f"{side_by_side(theirs[1], mine[1])}")
+    # What the rule gives, spelled out (so a change in botocore shows here too).
+    by_value = {r["b_headers"][1][1]: mine[1] for r, mine in zip(reqs[:len(UNICODE_SPACE_VALUES)], ours)}
+    assert "\nx-amz-meta-space:a b\n" in by_value["a\u00a0b"]
+    assert "\nx-amz-meta-space:lead and trail\n" in by_value["\u00a0\u00a0lead and trail\u00a0"]
+    assert "\nx-amz-meta-space:one two three\n" in by_value["one \u00a0 two\t\u00a0three"]
+    assert "\nx-amz-meta-space:\n" in by_value["\u00a0"]
+    assert "\nx-amz-meta-space:zero\u200bwidth\n" in by_value["zero\u200bwidth"]
+    assert "\nx-amz-meta-space:a b c d e f g h i\n" in by_value[UNICODE_SPACE_VALUES[5]]
+    dup = ours[len(UNICODE_SPACE_VALUES)][1]
+    assert "\nx-amz-meta-space:a b,second value\n" in dup
