@@ -12,6 +12,7 @@
 #include "s3xml.h"
 #include "buf.h"
 #include "error.h"
+#include "sigv4.h" /* s3x_utf8_decode */
 
 #include <errno.h>
 #include <limits.h>
@@ -652,7 +653,13 @@ done:
 
 #define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 
-/* Appends s XML-escaped; refuses characters XML 1.0 cannot carry. */
+/* Appends s XML-escaped, or refuses it when XML 1.0 cannot carry it at all,
+ * not even as a character reference: bytes that are not UTF-8, C0 controls
+ * other than tab, LF and CR, and U+FFFE/U+FFFF (surrogates are not UTF-8).
+ * Refusing is the only choice: dropping or replacing a character would send
+ * a different ETag, which S3 would refuse later with a vaguer message. An
+ * S3 ETag is ASCII, so such a value means a broken server or caller. field
+ * names the value in the message ("ETag of part 3"). */
 static int append_escaped(s3x_buf *b, const char *s, const char *field) {
     const char *run = s;
     for (const char *p = s;; p++) {
@@ -667,7 +674,19 @@ static int append_escaped(s3x_buf *b, const char *s, const char *field) {
         case '\r': rep = "&#13;"; break; /* a literal CR would be read back as LF */
         default:
             if (c && c < 0x20 && c != '\t' && c != '\n')
-                return s3x_seterr(S3X_EINVAL, "%s contains control character 0x%02x, which XML cannot carry", field, c);
+                return s3x_seterr(S3X_EINVAL, "%s contains control character 0x%02x at byte %zu, which XML cannot carry",
+                                  field, c, (size_t)(p - s));
+            if (c >= 0x80) {
+                uint32_t cp;
+                size_t len = s3x_utf8_decode(p, strnlen(p, 4), &cp);
+                if (!len)
+                    return s3x_seterr(S3X_EINVAL, "%s is not UTF-8 text (byte 0x%02x at byte %zu), which XML cannot carry",
+                                      field, c, (size_t)(p - s));
+                if (cp == 0xfffe || cp == 0xffff)
+                    return s3x_seterr(S3X_EINVAL, "%s contains U+%04X at byte %zu, which XML 1.0 does not allow", field,
+                                      (unsigned)cp, (size_t)(p - s));
+                p += len - 1; /* the whole character is copied with its run */
+            }
         }
         if (!rep && c) continue;
         if (p > run && s3x_buf_append(b, run, (size_t)(p - run))) return S3X_ENOMEM;
@@ -715,12 +734,16 @@ int s3x_xml_build_complete(const s3x_complete_part *parts, size_t nparts, const 
             rc = s3x_seterr(S3X_EINVAL, "CompleteMultipartUpload body: part %d has no ETag", p->part_number);
             goto fail;
         }
+        char field[96];
+        snprintf(field, sizeof field, "CompleteMultipartUpload body: the ETag of part %d", p->part_number);
         if (s3x_buf_printf(&b, "<Part><PartNumber>%d</PartNumber><ETag>", p->part_number)) goto nomem;
-        if ((rc = append_escaped(&b, p->etag, "ETag"))) goto fail;
+        if ((rc = append_escaped(&b, p->etag, field))) goto fail;
         if (s3x_buf_puts(&b, "</ETag>")) goto nomem;
         if (checksum_name && p->checksum) {
+            snprintf(field, sizeof field, "CompleteMultipartUpload body: the %s of part %d", checksum_name,
+                     p->part_number);
             if (s3x_buf_printf(&b, "<%s>", checksum_name)) goto nomem;
-            if ((rc = append_escaped(&b, p->checksum, checksum_name))) goto fail;
+            if ((rc = append_escaped(&b, p->checksum, field))) goto fail;
             if (s3x_buf_printf(&b, "</%s>", checksum_name)) goto nomem;
         }
         if (s3x_buf_puts(&b, "</Part>")) goto nomem;
@@ -744,7 +767,7 @@ int s3x_xml_build_create_bucket(const char *region, char **out, size_t *out_len)
     s3x_buf b = S3X_BUF_INIT;
     int rc;
     if (s3x_buf_puts(&b, "<CreateBucketConfiguration xmlns=\"" S3_XMLNS "\"><LocationConstraint>")) goto nomem;
-    if ((rc = append_escaped(&b, region, "region"))) goto fail;
+    if ((rc = append_escaped(&b, region, "CreateBucketConfiguration body: the region"))) goto fail;
     if (s3x_buf_puts(&b, "</LocationConstraint></CreateBucketConfiguration>")) goto nomem;
     *out_len = b.len;
     *out = s3x_buf_detach(&b);

@@ -78,8 +78,11 @@ void s3x_xml_list_uploads_free(s3x_xml_list_uploads *l);
 
 /* Builds <CompleteMultipartUpload><Part><PartNumber/><ETag/>[<ChecksumCRC32C/>...]</Part>...
  * checksum_name is NULL or one of "ChecksumCRC32C", "ChecksumCRC32",
- * "ChecksumSHA256"; checksums[i] may be NULL. Text is XML-escaped. *out is
- * malloc'd, NUL-terminated; *out_len excludes the NUL. */
+ * "ChecksumSHA256"; checksums[i] may be NULL. Text is XML-escaped; a value
+ * XML 1.0 cannot carry (not UTF-8, a C0 control other than tab/LF/CR,
+ * U+FFFE, U+FFFF) is refused with S3X_EINVAL naming the part, never sent
+ * malformed or altered. *out is malloc'd, NUL-terminated; *out_len excludes
+ * the NUL. */
 typedef struct s3x_complete_part {
     int part_number;
     const char *etag;
@@ -89,7 +92,8 @@ int s3x_xml_build_complete(const s3x_complete_part *parts, size_t nparts,
                            const char *checksum_name, char **out, size_t *out_len);
 
 /* Builds <CreateBucketConfiguration><LocationConstraint>region</...> ; for
- * region "us-east-1" or NULL sets *out = NULL (no body needed). */
+ * region "us-east-1" or NULL sets *out = NULL (no body needed). The region
+ * is escaped or refused as ETags are above. */
 int s3x_xml_build_create_bucket(const char *region, char **out, size_t *out_len);
 
 /* Call once per process before threads start using the parser (idempotent). */

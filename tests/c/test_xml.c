@@ -494,7 +494,7 @@ static void test_rejections(void) {
             memset(big, ' ', n);
             memcpy(big, "<ListPartsResult>", 17);
             memcpy(big + n - 18, "</ListPartsResult>", 18);
-            expect_reject("one byte over the cap", K_PARTS, big, n, "too large|67108864");
+            expect_reject("one byte over the cap", K_PARTS, big, n, "too large|8388608");
         }
         free(big);
     }
@@ -663,6 +663,65 @@ static void test_build(void) {
     const s3x_complete_part ctl[] = {{1, "a\x01" "b", NULL}};
     rc = s3x_xml_build_complete(ctl, 1, NULL, &out, &len);
     CHECK(rc == S3X_EINVAL && strstr(last_msg(), "control character"), "control char in ETag: %s", last_msg());
+
+    /* Values XML 1.0 cannot carry are refused, naming the part (issue 11,
+     * finding 11: they used to come out as malformed XML). */
+    struct {
+        const char *what, *etag, *needle;
+    } unxml[] = {
+        {"invalid UTF-8 byte", "\"ab\xff\"", "not UTF-8 text (byte 0xff at byte 3)"},
+        {"lone continuation byte", "\x80", "not UTF-8"},
+        {"truncated sequence", "a\xe2\x82", "not UTF-8"},
+        {"overlong '/'", "\xc0\xaf", "not UTF-8"},
+        {"overlong 3-byte", "\xe0\x80\xaf", "not UTF-8"},
+        {"UTF-16 surrogate", "\xed\xa0\x80", "not UTF-8"},
+        {"above U+10FFFF", "\xf4\x90\x80\x80", "not UTF-8"},
+        {"U+FFFE", "x\xef\xbf\xbe", "U+FFFE at byte 1"},
+        {"U+FFFF", "\xef\xbf\xbf", "U+FFFF"},
+        {"unit separator", "a\x1f", "control character 0x1f"},
+    };
+    for (size_t i = 0; i < sizeof unxml / sizeof unxml[0]; i++) {
+        const s3x_complete_part p2[] = {{1, "\"ok\"", NULL}, {7, unxml[i].etag, NULL}};
+        out = (char *)"sentinel";
+        rc = s3x_xml_build_complete(p2, 2, NULL, &out, &len);
+        CHECK(rc == S3X_EINVAL && out == NULL, "%s: refused (rc %d)", unxml[i].what, rc);
+        CHECK(strstr(last_msg(), unxml[i].needle) && strstr(last_msg(), "ETag of part 7"), "%s: message \"%s\"",
+              unxml[i].what, last_msg());
+    }
+    const s3x_complete_part badck[] = {{2, "\"e\"", "AAA\xef\xbf\xbf"}};
+    rc = s3x_xml_build_complete(badck, 1, "ChecksumCRC32C", &out, &len);
+    CHECK(rc == S3X_EINVAL && strstr(last_msg(), "ChecksumCRC32C of part 2"), "bad checksum value: %s", last_msg());
+    rc = s3x_xml_build_create_bucket("eu\xff", &out, &len);
+    CHECK(rc == S3X_EINVAL && strstr(last_msg(), "region"), "bad region: %s", last_msg());
+
+    /* Everything XML can carry goes through and comes back exactly. */
+    {
+        static const char *const fine[] = {
+            "\"caf\xc3\xa9\"",                   /* U+00E9 */
+            "\xef\xbf\xbd\xef\xbf\xbc",          /* U+FFFD, U+FFFC: allowed */
+            "\xee\x80\x80\xf4\x8f\xbf\xbf",      /* U+E000, U+10FFFF */
+            "\xed\x9f\xbf",                     /* U+D7FF, just below the surrogates */
+            "tab\there\nLF\rCR\r\n",             /* tab and LF literal, CR as &#13; */
+            "\x7f\xc2\x80\xc2\x9f",               /* DEL and C1 controls are XML 1.0 Chars */
+            "<&>\"'",
+        };
+        enum { NF = sizeof fine / sizeof fine[0] };
+        s3x_complete_part fp[NF];
+        for (int i = 0; i < NF; i++) fp[i] = (s3x_complete_part){i + 1, fine[i], NULL};
+        rc = s3x_xml_build_complete(fp, NF, NULL, &out, &len);
+        CHECK(rc == 0, "XML-compatible ETags build: %s", rc ? last_msg() : "");
+        xmlDocPtr fd = rc == 0 ? xmlReadMemory(out, (int)len, NULL, NULL, XML_PARSE_NONET) : NULL;
+        CHECK(fd != NULL, "and the body is well-formed");
+        int i = 0;
+        for (xmlNodePtr part = fd ? xmlDocGetRootElement(fd)->children : NULL; part; part = part->next, i++) {
+            xmlChar *etag = xmlNodeGetContent(part->children->next);
+            if (i < NF) CHECK_STREQ((const char *)etag, fine[i], "ETag round trip");
+            xmlFree(etag);
+        }
+        CHECK(i == NF, "all %d parts came back (%d)", NF, i);
+        if (fd) xmlFreeDoc(fd);
+        if (rc == 0) free(out);
+    }
 
     /* 10000 parts. */
     {
