@@ -2,6 +2,7 @@
  * and the handle's lifetime. */
 #include "client_internal.h"
 #include "error.h"
+#include "ini.h"
 #include "params_internal.h"
 #include "s3xml.h"
 #include <ctype.h>
@@ -144,43 +145,6 @@ static const char *env_nonempty(const char *name) {
 
 /* ---- shared config / credentials files (INI) -------------------------- */
 
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
-    return s;
-}
-
-/* Looks up key in section of an INI file. Returns a malloc'd value or NULL. */
-static char *ini_lookup(const char *path, const char *section, const char *key) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char line[4096];
-    int in = 0;
-    char *found = NULL;
-    while (fgets(line, sizeof line, f)) {
-        char *s = trim(line);
-        if (*s == '#' || *s == ';' || !*s) continue;
-        if (*s == '[') {
-            char *e = strchr(s, ']');
-            if (!e) continue;
-            *e = '\0';
-            in = strcmp(trim(s + 1), section) == 0;
-            continue;
-        }
-        if (!in) continue;
-        char *eq = strchr(s, '=');
-        if (!eq) continue;
-        *eq = '\0';
-        if (strcmp(trim(s), key) == 0) {
-            free(found);
-            found = xstrdup(trim(eq + 1));
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 static char *home_path(const char *env, const char *rel) {
     const char *p = env_nonempty(env);
     if (p) return xstrdup(p);
@@ -194,36 +158,53 @@ static char *home_path(const char *env, const char *rel) {
     return s3x_buf_detach(&b);
 }
 
+/* A profile's keys from the shared credentials file (ini.c reads it as
+ * botocore does): 1 when found, 0 when the file or the keys are absent, or a
+ * negative code when the file is malformed (the message names file and line). */
 static int profile_credentials(s3x_client *c, const char *profile) {
     char *path = home_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
     if (!path) return 0;
-    c->access_key = ini_lookup(path, profile, "aws_access_key_id");
-    c->secret_key = ini_lookup(path, profile, "aws_secret_access_key");
-    c->session_token = ini_lookup(path, profile, "aws_session_token");
+    s3x_ini *ini = NULL;
+    int rc = s3x_ini_load(path, "shared credentials file", S3X_ECREDENTIALS, &ini);
     free(path);
-    if (!c->access_key || !c->secret_key) {
-        free(c->access_key);
-        free(c->secret_key);
-        free(c->session_token);
-        c->access_key = c->secret_key = c->session_token = NULL;
-        return 0;
+    if (rc) return rc;
+    const char *ak = s3x_ini_get(ini, profile, "aws_access_key_id");
+    const char *sk = s3x_ini_get(ini, profile, "aws_secret_access_key");
+    /* botocore takes the older name first when both are there. */
+    const char *tok = s3x_ini_get(ini, profile, "aws_security_token");
+    if (!tok) tok = s3x_ini_get(ini, profile, "aws_session_token");
+    if (ak && sk) {
+        c->access_key = xstrdup(ak);
+        c->secret_key = xstrdup(sk);
+        c->session_token = xstrdup(tok);
+        rc = 1;
+        if (!c->access_key || !c->secret_key || (tok && !c->session_token)) {
+            free(c->access_key);
+            free(c->secret_key);
+            free(c->session_token);
+            c->access_key = c->secret_key = c->session_token = NULL;
+            rc = s3x_seterr(S3X_ENOMEM, "out of memory reading the shared credentials file");
+        }
     }
-    return 1;
+    s3x_ini_free(ini);
+    return rc;
 }
 
-static char *profile_config(const char *profile, const char *key) {
+/* A profile's setting from the shared config file ("[default]" or
+ * "[profile NAME]"): 0 with *out a malloc'd value or NULL when absent, or a
+ * negative code when the file is malformed. */
+static int profile_config(const char *profile, const char *key, char **out) {
+    *out = NULL;
     char *path = home_path("AWS_CONFIG_FILE", ".aws/config");
-    if (!path) return NULL;
-    s3x_buf sec = S3X_BUF_INIT;
-    char *v = NULL;
-    if (strcmp(profile, "default") == 0) {
-        v = ini_lookup(path, "default", key);
-    } else if (!s3x_buf_printf(&sec, "profile %s", profile)) {
-        v = ini_lookup(path, sec.data, key);
-    }
-    s3x_buf_free(&sec);
+    if (!path) return 0;
+    s3x_ini *ini = NULL;
+    int rc = s3x_ini_load(path, "shared config file", S3X_EINVAL, &ini);
     free(path);
-    return v;
+    if (rc) return rc;
+    const char *v = s3x_ini_get(ini, s3x_ini_profile_section(ini, profile), key);
+    if (v && !(*out = xstrdup(v))) rc = s3x_seterr(S3X_ENOMEM, "out of memory reading the shared config file");
+    s3x_ini_free(ini);
+    return rc;
 }
 
 static int is_ip_or_localhost(const char *host, size_t n) {
@@ -246,7 +227,9 @@ int s3x_client_resolve(s3x_client *c) {
     const char *region = c->opt[S3X_CLIENT_REGION];
     if (!region) region = env_nonempty("AWS_REGION");
     if (!region) region = env_nonempty("AWS_DEFAULT_REGION");
-    char *cfg_region = region ? NULL : profile_config(profile, "region");
+    char *cfg_region = NULL;
+    int cfg_rc = region ? 0 : profile_config(profile, "region", &cfg_region);
+    if (cfg_rc) return cfg_rc;
     c->region = xstrdup(region ? region : (cfg_region && *cfg_region ? cfg_region : "us-east-1"));
     free(cfg_region);
 
@@ -301,8 +284,10 @@ int s3x_client_resolve(s3x_client *c) {
         c->secret_key = xstrdup(sk);
         c->session_token = xstrdup(c->opt[S3X_CLIENT_SESSION_TOKEN]);
     } else if (explicit_profile) {
-        if (!profile_credentials(c, explicit_profile)) {
+        int found = profile_credentials(c, explicit_profile);
+        if (found <= 0) {
             clear_resolved(c);
+            if (found < 0) return found;
             return s3x_seterr(S3X_ECREDENTIALS, "profile '%s' has no aws_access_key_id/aws_secret_access_key in the shared credentials file",
                               explicit_profile);
         }
@@ -310,11 +295,15 @@ int s3x_client_resolve(s3x_client *c) {
         c->access_key = xstrdup(getenv("AWS_ACCESS_KEY_ID"));
         c->secret_key = xstrdup(getenv("AWS_SECRET_ACCESS_KEY"));
         c->session_token = xstrdup(env_nonempty("AWS_SESSION_TOKEN"));
-    } else if (!profile_credentials(c, profile)) {
-        clear_resolved(c);
-        return s3x_seterr(S3X_ECREDENTIALS,
-                          "no credentials: set an access key and secret key, AWS_ACCESS_KEY_ID and "
-                          "AWS_SECRET_ACCESS_KEY, or a profile in the shared credentials file");
+    } else {
+        int found = profile_credentials(c, profile);
+        if (found <= 0) {
+            clear_resolved(c);
+            if (found < 0) return found;
+            return s3x_seterr(S3X_ECREDENTIALS,
+                              "no credentials: set an access key and secret key, AWS_ACCESS_KEY_ID and "
+                              "AWS_SECRET_ACCESS_KEY, or a profile in the shared credentials file");
+        }
     }
     if (!c->access_key || !c->secret_key) goto oom;
 
