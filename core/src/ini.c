@@ -329,7 +329,7 @@ static void finish_values(s3x_ini *ini) {
         /* Only the end goes (str.rstrip): a value that starts with a blank
          * line keeps it. a == b when there is nothing but whitespace. */
         e->vlen = a == b ? 0 : b;
-        e->value[b] = '\0';
+        e->value[e->vlen] = '\0';
     }
 }
 

@@ -139,6 +139,7 @@ static void test_syntax(void) {
     CHECK(value_is("[a]\ns3 =\n  addressing_style = path\n", "a", "s3", "\naddressing_style = path"),
           "the nested block is the value, as botocore sees it");
     CHECK(value_is("[a]\nk = 1\n\n  more\n\n", "a", "k", "1\n\nmore"), "blank lines inside a value are kept");
+    CHECK(value_is("[a]\nk =\n \n\n", "a", "k", ""), "an empty value followed by blank lines stays empty (fuzz_ini)");
     CHECK(value_is("[a]\nk = 1\n# c\n  more\n", "a", "k", "1\nmore"), "a comment inside a value is skipped");
     CHECK(value_is("[a]\n  k = 1\n  j = 2\n", "a", "j", "2"), "same indent: a new setting");
     CHECK(value_is("[a]\n[b]\n  k = 1\n", "b", "k", "1"), "an indented first setting of a section");
