@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,31 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "s3xfer/s3xfer.h"
+#include "cli.h"
 
-static const char *g_prog = "s3xfer";
-
-/* The transfer running now, for the signal handler: Ctrl-C (or SIGTERM)
- * cancels it, which aborts a multipart upload / removes a temporary file
- * before the program exits. */
-static s3x_upload *volatile g_upload;
-static s3x_download *volatile g_download;
-static volatile sig_atomic_t g_signalled;
-
-static void on_signal(int sig) {
-    g_signalled = sig;
-    if (g_upload) s3x_upload_cancel(g_upload);
-    if (g_download) s3x_download_cancel(g_download);
-}
-
-static void catch_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
+const char *const cli_prog = "s3xfer";
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -64,48 +42,61 @@ static void usage(FILE *f) {
             "  --pool bounded|cache|malloc part-buffer pool\n"
             "  --checksum none|crc32c|crc32|sha256|md5      per-part upload checksum\n"
             "  --checksum-location auto|header|trailer       where it travels (trailer: computed while sending)\n"
-            "  --memory-limit SIZE         bytes of part buffers a transfer may hold\n"
+            "  --memory-limit SIZE         bytes of part buffers a transfer may hold (0: no limit)\n"
             "  --multipart-threshold SIZE  uploads below this use one PutObject\n"
-            "  --size-hint SIZE            expected size of stdin (sizes its parts)\n"
+            "  --size-hint SIZE            expected size of stdin (sizes its parts; 0: unknown)\n"
             "  --max-attempts N            attempts per request\n"
             "  --slow-part-timeout off|dynamic|MS   first-byte timeout for parts\n"
             "  --progress / --no-progress  progress bar (default: when stderr is a terminal)\n"
             "  -q, --quiet         print nothing on success\n"
             "  -h, --help          this help\n"
-            "  --version           print the version\n",
-            g_prog);
+            "  --version           print the version\n"
+            "\n"
+            "SIZE is a whole number of bytes with an optional unit: B, KiB, MiB, GiB, TiB\n"
+            "(powers of 1024; K, M, G, T mean the same; any case), e.g. 8MiB or 8388608.\n"
+            "Fractions, signs and exponents are refused, and so are KB, MB, GB, TB (ambiguous).\n"
+            "N and MS are whole numbers. A value out of the library's range is refused too.\n"
+            "\n"
+            "Output: keys, prefixes and server messages are printed with visible escapes for\n"
+            "anything a terminal would act on: \\\\ for a backslash, \\n \\r \\t, and \\xHH for\n"
+            "each byte of other controls (C0, DEL, C1 U+0080..U+009F as their UTF-8 bytes,\n"
+            "bidirectional overrides U+202A..U+202E, U+2066..U+2069) and of invalid UTF-8.\n"
+            "\n"
+            "Exit status: 0 success, 1 failure, 2 usage error, 128+N when ended by signal N\n"
+            "(130 SIGINT, 143 SIGTERM, 129 SIGHUP). A signal cancels a running transfer and\n"
+            "returns after its cleanup (a multipart upload is aborted, a partial download\n"
+            "removed); any other command ends at once, and so does a second signal.\n",
+            cli_prog);
 }
 
-static int fail(const char *what) {
-    const s3x_error *e = s3x_error_last();
-    const char *msg = (e->message && *e->message) ? e->message : s3x_strerror(e->code);
-    fprintf(stderr, "%s: %s: %s\n", g_prog, what, msg);
-    return 1;
-}
-
-static int usage_error(const char *msg) {
-    fprintf(stderr, "%s: %s (see %s --help)\n", g_prog, msg, g_prog);
-    return 2;
-}
-
-typedef struct s3url {
-    char *bucket;
-    char *key; /* may be "" */
-} s3url;
-
-static int parse_s3(const char *s, s3url *u) {
+int cli_parse_s3(const char *s, cli_s3url *u) {
     if (strncmp(s, "s3://", 5) != 0) return 0;
     const char *b = s + 5;
     const char *slash = strchr(b, '/');
     size_t blen = slash ? (size_t)(slash - b) : strlen(b);
     u->bucket = strndup(b, blen);
     u->key = strdup(slash ? slash + 1 : "");
+    if (!u->bucket || !u->key) {
+        cli_s3url_free(u);
+        return -1;
+    }
     return 1;
 }
 
-static void s3url_free(s3url *u) {
+void cli_s3url_free(cli_s3url *u) {
     free(u->bucket);
     free(u->key);
+    u->bucket = u->key = NULL;
+}
+
+/* "s3://bucket/key", escaped, to f. */
+static void put_s3url(FILE *f, const char *bucket, const char *key) {
+    fputs("s3://", f);
+    cli_put_escaped(f, bucket);
+    if (key) {
+        fputc('/', f);
+        cli_put_escaped(f, key);
+    }
 }
 
 /* ---- cp ----------------------------------------------------------------------- */
@@ -113,6 +104,8 @@ static void s3url_free(s3url *u) {
 typedef struct knobs {
     int64_t v[S3X_PARAM__COUNT];
     int set[S3X_PARAM__COUNT];
+    const char *flag[S3X_PARAM__COUNT]; /* the option that set it, and its text, for messages */
+    const char *arg[S3X_PARAM__COUNT];
     int progress; /* -1 auto (a terminal), 0 off, 1 on */
 } knobs;
 
@@ -164,9 +157,22 @@ static void end_bar(bar *b) {
     if (b->drawn) fputc('\n', stderr);
 }
 
+/* A knob the library refused: the option and the value the user wrote, then
+ * the library's reason (it names the knob and its range). */
+static int knob_refused(const knobs *k, int i) {
+    const s3x_error *e = s3x_error_last();
+    fprintf(stderr, "%s: %s ", cli_prog, k->flag[i] ? k->flag[i] : "option");
+    cli_put_escaped(stderr, k->arg[i] ? k->arg[i] : "");
+    fputs(": ", stderr);
+    cli_put_escaped(stderr, e->message && *e->message ? e->message : s3x_strerror(e->code));
+    fputc('\n', stderr);
+    return 2;
+}
+
 static int apply_upload(s3x_upload *u, const knobs *k) {
     for (int i = 0; i < S3X_PARAM__COUNT; i++)
-        if (k->set[i] && i != S3X_PARAM_VALIDATE_CHECKSUM && s3x_upload_set(u, (s3x_param)i, k->v[i])) return -1;
+        if (k->set[i] && i != S3X_PARAM_VALIDATE_CHECKSUM && s3x_upload_set(u, (s3x_param)i, k->v[i]))
+            return knob_refused(k, i);
     return 0;
 }
 
@@ -176,184 +182,294 @@ static int apply_download(s3x_download *d, const knobs *k) {
         if (i == S3X_PARAM_BUFFER_STRATEGY || i == S3X_PARAM_CHECKSUM || i == S3X_PARAM_MULTIPART_THRESHOLD ||
             i == S3X_PARAM_LEAVE_PARTS_ON_ERROR || i == S3X_PARAM_SIZE_HINT || i == S3X_PARAM_CHECKSUM_LOCATION)
             continue; /* upload-only knobs */
-        if (s3x_download_set(d, (s3x_param)i, k->v[i])) return -1;
+        if (s3x_download_set(d, (s3x_param)i, k->v[i])) return knob_refused(k, i);
     }
     return 0;
 }
 
-static void summary(const char *verb, const char *from, const char *to, const s3x_result *r) {
+static void summary(const char *verb, int upload, const char *path, const cli_s3url *s3, const s3x_result *r) {
     char b[32], rate[32];
     human(b, sizeof b, (double)r->bytes);
     human(rate, sizeof rate, r->seconds > 0 ? (double)r->bytes / r->seconds : 0);
-    printf("%s: %s to %s (%s in %.2f s, %s/s, %" PRId64 " part%s, %" PRId64 " request%s, %" PRId64 " retr%s)\n", verb,
-           from, to, b, r->seconds, rate, r->parts, r->parts == 1 ? "" : "s", r->requests, r->requests == 1 ? "" : "s",
-           r->retries, r->retries == 1 ? "y" : "ies");
+    printf("%s: ", verb);
+    if (upload) cli_put_escaped(stdout, path);
+    else put_s3url(stdout, s3->bucket, s3->key);
+    fputs(" to ", stdout);
+    if (upload) put_s3url(stdout, s3->bucket, s3->key);
+    else cli_put_escaped(stdout, path);
+    printf(" (%s in %.2f s, %s/s, %" PRId64 " part%s, %" PRId64 " request%s, %" PRId64 " retr%s)\n", b, r->seconds,
+           rate, r->parts, r->parts == 1 ? "" : "s", r->requests, r->requests == 1 ? "" : "s", r->retries,
+           r->retries == 1 ? "y" : "ies");
 }
 
-static int cp_upload(s3x_client *c, const char *src, const s3url *dst, const knobs *k, int quiet) {
-    if (!*dst->key) return usage_error("destination needs a key: s3://bucket/key");
-    s3x_upload *u = NULL;
-    if (s3x_upload_new(&u, c)) return fail("upload failed");
-    if (apply_upload(u, k)) {
-        s3x_upload_free(u);
-        return fail("invalid option");
+/* The tool's own end of a stream (stdin, stdout, a FIFO). The library would
+ * block in read() or write() with no way for a signal to end the wait (it
+ * retries EINTR); these wait in poll() on the stream and on the signal pipe. */
+typedef struct stream_io {
+    int fd;
+    int err;         /* errno of a failed read or write */
+    int interrupted; /* a signal stopped it */
+} stream_io;
+
+/* 1 when fd is ready for events, 0 when a signal arrived, -1 on error. */
+static int wait_ready(stream_io *s, short events) {
+    for (;;) {
+        struct pollfd p[2] = {{s->fd, events, 0}, {cli_signal_fd(), POLLIN, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            s->err = errno;
+            return -1;
+        }
+        if (p[1].revents) {
+            s->interrupted = 1;
+            return 0;
+        }
+        if (p[0].revents) return 1; /* errors and hangups show in the read or write */
     }
+}
+
+static int64_t stream_read(void *buf, size_t cap, void *payload) {
+    stream_io *s = payload;
+    for (;;) {
+        int w = wait_ready(s, POLLIN);
+        if (w <= 0) return -1;
+        ssize_t n = read(s->fd, buf, cap);
+        if (n >= 0) return n;
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+        s->err = errno;
+        return -1;
+    }
+}
+
+static int stream_write(const void *data, size_t len, void *payload) {
+    stream_io *s = payload;
+    const char *p = data;
+    while (len) {
+        int w = wait_ready(s, POLLOUT);
+        if (w <= 0) return 1;
+        ssize_t n = write(s->fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+            s->err = errno;
+            return 1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* A transfer ended by a signal: say so (the library's message says what was
+ * cleaned up) and return 128+N, as shells report a command killed by N. */
+static int interrupted(int sig, const char *what, int rc) {
+    fprintf(stderr, "%s: %s: %s", cli_prog, cli_signal_name(sig), what);
+    if (rc) {
+        const s3x_error *e = s3x_error_last();
+        char *hidden = cli_hide_userinfo(e->message);
+        fputs(" cancelled: ", stderr);
+        cli_put_escaped(stderr, hidden ? hidden : e->message);
+        free(hidden);
+    } else {
+        fputs(" had completed when the signal arrived", stderr);
+    }
+    fputc('\n', stderr);
+    return 128 + sig;
+}
+
+static int cp_upload(s3x_client *c, const char *src, const cli_s3url *dst, const knobs *k, int quiet) {
+    if (!*dst->key) return cli_usage_error("destination needs a key: s3://bucket/key");
+    /* Streams (stdin, and FIFOs or devices given by path) are read here so
+     * that a signal ends a wait for input; regular files go to the library. */
+    stream_io in = {STDIN_FILENO, 0, 0};
+    int stream = strcmp(src, "-") == 0, own_fd = 0;
+    struct stat st;
+    if (!stream && stat(src, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        /* Opening a FIFO waits for a writer; a signal then exits at once. */
+        in.fd = open(src, O_RDONLY | O_CLOEXEC);
+        if (in.fd < 0) {
+            fprintf(stderr, "%s: upload failed: cannot open ", cli_prog);
+            cli_put_escaped(stderr, src);
+            fprintf(stderr, ": %s\n", strerror(errno));
+            return 1;
+        }
+        stream = own_fd = 1;
+    }
+    s3x_upload *u = NULL;
+    int rc = 0;
+    if (s3x_upload_new(&u, c)) {
+        rc = cli_fail("upload failed");
+        goto out;
+    }
+    if ((rc = apply_upload(u, k))) goto out;
     bar b = {0, now_s(), 0, 0};
     int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
     if (show) s3x_upload_set_progress(u, draw_bar, &b);
     s3x_result r;
-    g_upload = u;
-    int rc = strcmp(src, "-") ? s3x_upload_file(u, dst->bucket, dst->key, src, &r)
-                              : s3x_upload_fd(u, dst->bucket, dst->key, STDIN_FILENO, &r);
-    g_upload = NULL;
-    if (show) end_bar(&b);
-    s3x_upload_free(u);
-    if (rc && g_signalled) return fail("upload interrupted") ? 128 + g_signalled : 0;
-    if (rc) return fail("upload failed");
-    if (!quiet) {
-        char to[1024];
-        snprintf(to, sizeof to, "s3://%s/%s", dst->bucket, dst->key);
-        summary("upload", src, to, &r);
+    memset(&r, 0, sizeof r);
+    int sig = cli_transfer_begin(u, NULL);
+    if (!sig) {
+        rc = stream ? s3x_upload_stream(u, dst->bucket, dst->key, stream_read, &r, &in)
+                    : s3x_upload_file(u, dst->bucket, dst->key, src, &r);
+        sig = cli_transfer_end();
     }
-    return 0;
+    if (show) end_bar(&b);
+    if (sig) {
+        rc = interrupted(sig, "upload", rc);
+    } else if (rc && in.err) {
+        fputs("s3xfer: upload failed: reading ", stderr);
+        cli_put_escaped(stderr, own_fd ? src : "standard input");
+        fprintf(stderr, ": %s\n", strerror(in.err));
+        rc = 1;
+    } else if (rc) {
+        rc = cli_fail("upload failed");
+    } else if (!quiet) {
+        summary("upload", 1, stream && !own_fd ? "-" : src, dst, &r);
+    }
+out:
+    s3x_upload_free(u);
+    if (own_fd) close(in.fd);
+    return rc;
 }
 
-static int cp_download(s3x_client *c, const s3url *src, const char *dst, const knobs *k, int quiet) {
-    if (!*src->key) return usage_error("source needs a key: s3://bucket/key");
+/* poll() says a pipe has room for PIPE_BUF bytes, but a blocking write of a
+ * whole part then waits for the reader to take all of it, deaf to signals.
+ * A pipe is therefore written through a non-blocking open file description
+ * of its own, opened anew through /proc, leaving the flags of the inherited
+ * one alone (the reader's shell may share it). -1 when that is not possible
+ * or not needed: a regular file never waits for a reader. */
+static int nonblocking_pipe(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+static int cp_download(s3x_client *c, const cli_s3url *src, const char *dst, const knobs *k, int quiet) {
+    if (!*src->key) return cli_usage_error("source needs a key: s3://bucket/key");
     s3x_download *d = NULL;
-    if (s3x_download_new(&d, c)) return fail("download failed");
-    if (apply_download(d, k)) {
-        s3x_download_free(d);
-        return fail("invalid option");
+    int rc = 0;
+    if (s3x_download_new(&d, c)) {
+        rc = cli_fail("download failed");
+        goto out;
     }
+    if ((rc = apply_download(d, k))) goto out;
     int to_stdout = strcmp(dst, "-") == 0;
+    stream_io outs = {STDOUT_FILENO, 0, 0};
+    int pipe_fd = to_stdout ? nonblocking_pipe(STDOUT_FILENO) : -1;
+    if (pipe_fd >= 0) outs.fd = pipe_fd;
     bar b = {0, now_s(), 0, 0};
     int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
     if (show) s3x_download_set_progress(d, draw_bar, &b);
     s3x_result r;
-    g_download = d;
-    int rc = to_stdout ? s3x_download_fd(d, src->bucket, src->key, STDOUT_FILENO, &r)
+    memset(&r, 0, sizeof r);
+    int sig = cli_transfer_begin(NULL, d);
+    if (!sig) {
+        rc = to_stdout ? s3x_download_stream(d, src->bucket, src->key, stream_write, &r, &outs)
                        : s3x_download_file(d, src->bucket, src->key, dst, &r);
-    g_download = NULL;
-    if (show) end_bar(&b);
-    s3x_download_free(d);
-    if (rc && g_signalled) return fail("download interrupted") ? 128 + g_signalled : 0;
-    if (rc) return fail("download failed");
-    if (!quiet && !to_stdout) {
-        char from[1024];
-        snprintf(from, sizeof from, "s3://%s/%s", src->bucket, src->key);
-        summary("download", from, dst, &r);
+        sig = cli_transfer_end();
     }
-    return 0;
+    if (show) end_bar(&b);
+    if (sig) {
+        rc = interrupted(sig, "download", rc);
+    } else if (rc && outs.err) {
+        fprintf(stderr, "%s: download failed: writing standard output: %s\n", cli_prog, strerror(outs.err));
+        rc = 1;
+    } else if (rc) {
+        rc = cli_fail("download failed");
+    } else if (!quiet && !to_stdout) {
+        summary("download", 0, dst, src, &r);
+    }
+    if (pipe_fd >= 0) close(pipe_fd);
+out:
+    s3x_download_free(d);
+    return rc;
 }
 
 static int cmd_cp(s3x_client *c, int argc, char **argv, const knobs *k, int quiet) {
-    if (argc != 2) return usage_error("cp needs SRC and DST");
-    s3url s = {0}, d = {0};
-    int ss = parse_s3(argv[0], &s), ds = parse_s3(argv[1], &d);
+    if (argc != 2) return cli_usage_error("cp needs SRC and DST");
+    cli_s3url s = {0}, d = {0};
+    int ss = cli_parse_s3(argv[0], &s), ds = cli_parse_s3(argv[1], &d);
     int rc;
-    if (ss && ds) rc = usage_error("copying between two S3 locations is not supported yet");
-    else if (!ss && !ds) rc = usage_error("one of SRC and DST must be an s3:// URL");
+    if (ss < 0 || ds < 0) rc = cli_usage_error("out of memory");
+    else if (ss && ds) rc = cli_usage_error("copying between two S3 locations is not supported yet");
+    else if (!ss && !ds) rc = cli_usage_error("one of SRC and DST must be an s3:// URL");
     else if (ds) rc = cp_upload(c, argv[0], &d, k, quiet);
     else rc = cp_download(c, &s, argv[1], k, quiet);
-    s3url_free(&s);
-    s3url_free(&d);
+    cli_s3url_free(&s);
+    cli_s3url_free(&d);
     return rc;
 }
 
-static int cmd_ls(s3x_client *c, int argc, char **argv) {
-    if (argc != 1) return usage_error("ls needs s3://bucket[/prefix]");
-    s3url u = {0};
-    if (!parse_s3(argv[0], &u) || !*u.bucket) {
-        s3url_free(&u);
-        return usage_error("ls needs s3://bucket[/prefix]");
-    }
-    char *token = NULL;
-    int rc = 0;
-    for (;;) {
-        s3x_list *l = NULL;
-        if (s3x_list_objects(c, u.bucket, u.key, "/", token, 0, &l)) {
-            rc = fail("ls failed");
-            break;
-        }
-        for (size_t i = 0; i < l->nprefixes; i++) printf("%30s PRE %s\n", "", l->prefixes[i]);
-        for (size_t i = 0; i < l->count; i++)
-            printf("%-24s %12" PRId64 " %s\n", l->entries[i].last_modified ? l->entries[i].last_modified : "",
-                   l->entries[i].size, l->entries[i].key);
-        free(token);
-        token = l->is_truncated && l->next_token ? strdup(l->next_token) : NULL;
-        s3x_list_free(l);
-        if (!token) break;
-    }
-    free(token);
-    s3url_free(&u);
-    return rc;
-}
+/* ---- mb, rb, rm ------------------------------------------------------------------ */
 
 static int cmd_bucket(s3x_client *c, int argc, char **argv, int make, int quiet) {
-    if (argc != 1) return usage_error(make ? "mb needs s3://bucket" : "rb needs s3://bucket");
-    s3url u = {0};
-    if (!parse_s3(argv[0], &u) || !*u.bucket || *u.key) {
-        s3url_free(&u);
-        return usage_error("expected s3://bucket");
+    if (argc != 1) return cli_usage_error(make ? "mb needs s3://bucket" : "rb needs s3://bucket");
+    cli_s3url u = {0};
+    int isurl = cli_parse_s3(argv[0], &u);
+    if (isurl < 0) return cli_usage_error("out of memory");
+    if (!isurl || !*u.bucket || *u.key) {
+        cli_s3url_free(&u);
+        return cli_usage_error("expected s3://bucket");
     }
     int rc = make ? s3x_create_bucket(c, u.bucket) : s3x_delete_bucket(c, u.bucket);
-    if (rc) rc = fail(make ? "make_bucket failed" : "remove_bucket failed");
-    else if (!quiet) printf("%s: s3://%s\n", make ? "make_bucket" : "remove_bucket", u.bucket);
-    s3url_free(&u);
+    if (rc) {
+        rc = cli_fail(make ? "make_bucket failed" : "remove_bucket failed");
+    } else if (!quiet) {
+        printf("%s: ", make ? "make_bucket" : "remove_bucket");
+        put_s3url(stdout, u.bucket, NULL);
+        putchar('\n');
+    }
+    cli_s3url_free(&u);
     return rc;
 }
 
 static int cmd_rm(s3x_client *c, int argc, char **argv, int quiet) {
-    if (argc != 1) return usage_error("rm needs s3://bucket/key");
-    s3url u = {0};
-    if (!parse_s3(argv[0], &u) || !*u.bucket || !*u.key) {
-        s3url_free(&u);
-        return usage_error("rm needs s3://bucket/key");
+    if (argc != 1) return cli_usage_error("rm needs s3://bucket/key");
+    cli_s3url u = {0};
+    int isurl = cli_parse_s3(argv[0], &u);
+    if (isurl < 0) return cli_usage_error("out of memory");
+    if (!isurl || !*u.bucket || !*u.key) {
+        cli_s3url_free(&u);
+        return cli_usage_error("rm needs s3://bucket/key");
     }
     int rc = s3x_delete_object(c, u.bucket, u.key);
-    if (rc) rc = fail("delete failed");
-    else if (!quiet) printf("delete: s3://%s/%s\n", u.bucket, u.key);
-    s3url_free(&u);
+    if (rc) {
+        rc = cli_fail("delete failed");
+    } else if (!quiet) {
+        fputs("delete: ", stdout);
+        put_s3url(stdout, u.bucket, u.key);
+        putchar('\n');
+    }
+    cli_s3url_free(&u);
     return rc;
 }
 
-/* "8MiB", "8M", "100k", "5GiB", "123" -> bytes (or a plain count). */
-static int parse_size(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0) return -1;
-    int64_t mul = 1;
-    if (*end) {
-        char u = (char)(*end | 0x20);
-        if (u == 'k') mul = 1024;
-        else if (u == 'm') mul = 1024 * 1024;
-        else if (u == 'g') mul = 1024LL * 1024 * 1024;
-        else if (u == 't') mul = 1024LL * 1024 * 1024 * 1024;
-        else if (u != 'b') return -1;
-        end++;
-        if (*end == 'i' || *end == 'I') end++;
-        if (*end == 'b' || *end == 'B') end++;
-        if (*end) return -1;
-    }
-    *out = (int64_t)(v * (double)mul);
-    return 0;
-}
+/* ---- options -------------------------------------------------------------------- */
 
-static int set_size(knobs *k, s3x_param p, const char *arg, const char *flag) {
+/* A size (units) or a count: parsed strictly, then held against the bounds the
+ * library gives for the knob, so that no value is clamped or wrapped. */
+static int set_number(knobs *k, s3x_param p, const char *arg, const char *flag, int units) {
     int64_t v, lo, hi;
-    if (parse_size(arg, &v) != 0) {
-        fprintf(stderr, "%s: %s: '%s' is not a number or size\n", g_prog, flag, arg);
+    const char *why = NULL;
+    if (cli_parse_size(arg, units, &v, &why) != 0) {
+        fprintf(stderr, "%s: %s: '", cli_prog, flag);
+        cli_put_escaped(stderr, arg);
+        fprintf(stderr, "' is not a valid %s: %s\n", units ? "size" : "number", why);
         return 2;
     }
-    s3x_param_bounds(p, &lo, &hi);
-    if (v < lo || v > hi) {
-        fprintf(stderr, "%s: %s %s is out of range [%" PRId64 ", %" PRId64 "]\n", g_prog, flag, arg, lo, hi);
+    if (s3x_param_bounds(p, &lo, &hi) == 0 && (v < lo || v > hi)) {
+        char l[32], h[32];
+        cli_format_size(lo, units, l, sizeof l);
+        cli_format_size(hi, units, h, sizeof h);
+        fprintf(stderr, "%s: %s %s is out of range [%s, %s] (knob %s)\n", cli_prog, flag, arg, l, h,
+                s3x_param_name(p));
         return 2;
     }
     k->v[p] = v;
     k->set[p] = 1;
+    k->flag[p] = flag;
+    k->arg[p] = arg;
     return 0;
 }
 
@@ -364,15 +480,41 @@ static int set_enum(knobs *k, s3x_param p, const char *arg, const char *flag, co
         if (names[i] && !strcmp(arg, names[i])) {
             k->v[p] = i;
             k->set[p] = 1;
+            k->flag[p] = flag;
+            k->arg[p] = arg;
             return 0;
         }
     }
-    fprintf(stderr, "%s: %s must be one of %s%s%s%s%s%s%s%s%s, got '%s'\n", g_prog, flag, a, b ? ", " : "", b ? b : "",
-            c ? ", " : "", c ? c : "", d ? ", " : "", d ? d : "", e ? ", " : "", e ? e : "", arg);
+    fprintf(stderr, "%s: %s must be one of %s%s%s%s%s%s%s%s%s, got '", cli_prog, flag, a, b ? ", " : "",
+            b ? b : "", c ? ", " : "", c ? c : "", d ? ", " : "", d ? d : "", e ? ", " : "", e ? e : "");
+    cli_put_escaped(stderr, arg);
+    fputs("'\n", stderr);
     return 2;
 }
 
+static int set_slow(knobs *k, const char *arg) {
+    s3x_param p = S3X_PARAM_SLOW_PART_TIMEOUT;
+    if (strcmp(arg, "off") && strcmp(arg, "dynamic")) return set_number(k, p, arg, "--slow-part-timeout", 0);
+    k->v[p] = strcmp(arg, "off") ? S3X_SLOW_PART_DYNAMIC : S3X_SLOW_PART_OFF;
+    k->set[p] = 1;
+    k->flag[p] = "--slow-part-timeout";
+    k->arg[p] = arg;
+    return 0;
+}
+
+/* Output that could not be written (a full disk, a closed pipe) is a failure,
+ * not a success with a truncated listing. */
+static int finish_stdout(int rc) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (!rc) fprintf(stderr, "%s: writing standard output: %s\n", cli_prog, strerror(errno));
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    /* First, so that no thread starts with these signals unblocked. */
+    if (cli_signals_start()) return 1;
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
            O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC };
     static const struct option opts[] = {
@@ -406,7 +548,7 @@ int main(int argc, char **argv) {
     knobs k;
     memset(&k, 0, sizeof k);
     k.progress = -1;
-    int ch, bad;
+    int ch, bad = 0;
     /* Options may come before or after the command and its arguments. */
     while ((ch = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
         switch (ch) {
@@ -417,28 +559,25 @@ int main(int argc, char **argv) {
         case O_NOVERIFY: noverify = 1; break;
         case O_ADDR: addr = optarg; break;
         case 'q': quiet = 1; break;
-        case 'h': usage(stdout); return 0;
-        case O_VERSION: printf("s3xfer %s\n", s3x_version()); return 0;
-        case O_PART: bad = set_size(&k, S3X_PARAM_PART_SIZE, optarg, "--part-size"); if (bad) return bad; break;
-        case O_MEM: bad = set_size(&k, S3X_PARAM_MEMORY_LIMIT, optarg, "--memory-limit"); if (bad) return bad; break;
-        case O_HINT: bad = set_size(&k, S3X_PARAM_SIZE_HINT, optarg, "--size-hint"); if (bad) return bad; break;
-        case O_THRESH: bad = set_size(&k, S3X_PARAM_MULTIPART_THRESHOLD, optarg, "--multipart-threshold"); if (bad) return bad; break;
-        case O_CONC: bad = set_size(&k, S3X_PARAM_CONCURRENCY, optarg, "--concurrency"); if (bad) return bad; break;
-        case O_ATTEMPTS: bad = set_size(&k, S3X_PARAM_MAX_ATTEMPTS, optarg, "--max-attempts"); if (bad) return bad; break;
-        case O_STRAT: bad = set_enum(&k, S3X_PARAM_BUFFER_STRATEGY, optarg, "--buffer-strategy", "auto", "buffered", "unbuffered", NULL, NULL); if (bad) return bad; break;
-        case O_POOL: bad = set_enum(&k, S3X_PARAM_POOL, optarg, "--pool", "bounded", "cache", "malloc", NULL, NULL); if (bad) return bad; break;
-        case O_CSUM: bad = set_enum(&k, S3X_PARAM_CHECKSUM, optarg, "--checksum", "none", "crc32c", "crc32", "sha256", "md5"); if (bad) return bad; break;
-        case O_CSUMLOC: bad = set_enum(&k, S3X_PARAM_CHECKSUM_LOCATION, optarg, "--checksum-location", "auto", "header", "trailer", NULL, NULL); if (bad) return bad; break;
-        case O_SLOW:
-            if (!strcmp(optarg, "off")) { k.v[S3X_PARAM_SLOW_PART_TIMEOUT] = S3X_SLOW_PART_OFF; k.set[S3X_PARAM_SLOW_PART_TIMEOUT] = 1; }
-            else if (!strcmp(optarg, "dynamic")) { k.v[S3X_PARAM_SLOW_PART_TIMEOUT] = S3X_SLOW_PART_DYNAMIC; k.set[S3X_PARAM_SLOW_PART_TIMEOUT] = 1; }
-            else { bad = set_size(&k, S3X_PARAM_SLOW_PART_TIMEOUT, optarg, "--slow-part-timeout"); if (bad) return bad; }
-            break;
+        case 'h': usage(stdout); return finish_stdout(0);
+        case O_VERSION: printf("s3xfer %s\n", s3x_version()); return finish_stdout(0);
+        case O_PART: bad = set_number(&k, S3X_PARAM_PART_SIZE, optarg, "--part-size", 1); break;
+        case O_MEM: bad = set_number(&k, S3X_PARAM_MEMORY_LIMIT, optarg, "--memory-limit", 1); break;
+        case O_HINT: bad = set_number(&k, S3X_PARAM_SIZE_HINT, optarg, "--size-hint", 1); break;
+        case O_THRESH: bad = set_number(&k, S3X_PARAM_MULTIPART_THRESHOLD, optarg, "--multipart-threshold", 1); break;
+        case O_CONC: bad = set_number(&k, S3X_PARAM_CONCURRENCY, optarg, "--concurrency", 0); break;
+        case O_ATTEMPTS: bad = set_number(&k, S3X_PARAM_MAX_ATTEMPTS, optarg, "--max-attempts", 0); break;
+        case O_SLOW: bad = set_slow(&k, optarg); break;
+        case O_STRAT: bad = set_enum(&k, S3X_PARAM_BUFFER_STRATEGY, optarg, "--buffer-strategy", "auto", "buffered", "unbuffered", NULL, NULL); break;
+        case O_POOL: bad = set_enum(&k, S3X_PARAM_POOL, optarg, "--pool", "bounded", "cache", "malloc", NULL, NULL); break;
+        case O_CSUM: bad = set_enum(&k, S3X_PARAM_CHECKSUM, optarg, "--checksum", "none", "crc32c", "crc32", "sha256", "md5"); break;
+        case O_CSUMLOC: bad = set_enum(&k, S3X_PARAM_CHECKSUM_LOCATION, optarg, "--checksum-location", "auto", "header", "trailer", NULL, NULL); break;
         case O_PROGRESS: k.progress = 1; break;
         case O_NOPROGRESS: k.progress = 0; break;
         case O_UNSIGNED: unsigned_payload = 1; break;
         default: usage(stderr); return 2;
         }
+        if (bad) return bad;
     }
     if (optind >= argc) {
         usage(stderr);
@@ -448,32 +587,31 @@ int main(int argc, char **argv) {
     int cargc = argc - optind - 1;
     char **cargv = argv + optind + 1;
 
-    catch_signals();
     s3x_client *c = NULL;
-    if (s3x_client_new(&c)) return fail("cannot create client");
+    if (s3x_client_new(&c)) return cli_fail("cannot create client");
     int rc = 0;
-    if (endpoint && s3x_client_set_string(c, S3X_CLIENT_ENDPOINT_URL, endpoint)) rc = fail("--endpoint-url");
-    if (!rc && region && s3x_client_set_string(c, S3X_CLIENT_REGION, region)) rc = fail("--region");
-    if (!rc && profile && s3x_client_set_string(c, S3X_CLIENT_PROFILE, profile)) rc = fail("--profile");
-    if (!rc && ca && s3x_client_set_string(c, S3X_CLIENT_CA_BUNDLE, ca)) rc = fail("--ca-bundle");
-    if (!rc && noverify && s3x_client_set(c, S3X_PARAM_VERIFY_TLS, 0)) rc = fail("--no-verify-ssl");
+    if (endpoint && s3x_client_set_string(c, S3X_CLIENT_ENDPOINT_URL, endpoint)) rc = cli_fail("--endpoint-url");
+    if (!rc && region && s3x_client_set_string(c, S3X_CLIENT_REGION, region)) rc = cli_fail("--region");
+    if (!rc && profile && s3x_client_set_string(c, S3X_CLIENT_PROFILE, profile)) rc = cli_fail("--profile");
+    if (!rc && ca && s3x_client_set_string(c, S3X_CLIENT_CA_BUNDLE, ca)) rc = cli_fail("--ca-bundle");
+    if (!rc && noverify && s3x_client_set(c, S3X_PARAM_VERIFY_TLS, 0)) rc = cli_fail("--no-verify-ssl");
     if (!rc && unsigned_payload && s3x_client_set(c, S3X_PARAM_PAYLOAD_SIGNING, S3X_PAYLOAD_UNSIGNED))
-        rc = fail("--unsigned-payload");
+        rc = cli_fail("--unsigned-payload");
     if (!rc && addr) {
         int64_t v = !strcmp(addr, "auto") ? S3X_ADDRESSING_AUTO
                     : !strcmp(addr, "path") ? S3X_ADDRESSING_PATH
                     : !strcmp(addr, "virtual") ? S3X_ADDRESSING_VIRTUAL : -1;
-        if (v < 0) rc = usage_error("--addressing-style must be auto, path or virtual");
-        else if (s3x_client_set(c, S3X_PARAM_ADDRESSING_STYLE, v)) rc = fail("--addressing-style");
+        if (v < 0) rc = cli_usage_error("--addressing-style must be auto, path or virtual");
+        else if (s3x_client_set(c, S3X_PARAM_ADDRESSING_STYLE, v)) rc = cli_fail("--addressing-style");
     }
     if (!rc) {
         if (!strcmp(cmd, "cp")) rc = cmd_cp(c, cargc, cargv, &k, quiet);
-        else if (!strcmp(cmd, "ls")) rc = cmd_ls(c, cargc, cargv);
+        else if (!strcmp(cmd, "ls")) rc = cli_cmd_ls(c, cargc, cargv);
         else if (!strcmp(cmd, "mb")) rc = cmd_bucket(c, cargc, cargv, 1, quiet);
         else if (!strcmp(cmd, "rb")) rc = cmd_bucket(c, cargc, cargv, 0, quiet);
         else if (!strcmp(cmd, "rm")) rc = cmd_rm(c, cargc, cargv, quiet);
-        else rc = usage_error("unknown command");
+        else rc = cli_usage_error("unknown command");
     }
     s3x_client_free(c);
-    return rc;
+    return finish_stdout(rc);
 }

@@ -1,0 +1,80 @@
+/* s3xfer CLI: what the command-line tool's files share. The tool is a user of
+ * the public C API only; nothing here is part of the library. */
+#ifndef S3XFER_CLI_H
+#define S3XFER_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "s3xfer/s3xfer.h"
+
+extern const char *const cli_prog;
+
+/* ---- text that reaches the terminal (cli_text.c) ------------------------------
+ * Keys, prefixes, dates and error messages come from the server (or from
+ * arguments that scripts build from server output). Printed raw, a carriage
+ * return or an escape sequence in them could rewrite what the user sees, so
+ * every such string goes through cli_escape: valid UTF-8 text passes, and
+ * the rest is shown as visible escapes (see usage()). */
+
+/* A newly allocated escaped copy of s, or NULL when out of memory. */
+char *cli_escape(const char *s);
+/* Writes s escaped to f. */
+void cli_put_escaped(FILE *f, const char *s);
+/* A newly allocated copy of s where the user-information part of every URL
+ * ("scheme://user:password@host") is replaced by "***"; NULL when out of
+ * memory. */
+char *cli_hide_userinfo(const char *s);
+
+/* "s3xfer: WHAT: <the library's last error, userinfo hidden, escaped>";
+ * returns 1 (the exit status of a failed command). */
+int cli_fail(const char *what);
+/* "s3xfer: MSG (see s3xfer --help)"; returns 2. */
+int cli_usage_error(const char *msg);
+
+/* ---- sizes and counts on the command line (cli_size.c) -------------------- */
+
+/* Parses a whole number of bytes with an optional unit (B, K/KiB, M/MiB,
+ * G/GiB, T/TiB, case-insensitive), or, when units is 0, a plain whole number.
+ * Returns 0, or -1 with *why set to a static explanation. */
+int cli_parse_size(const char *s, int units, int64_t *out, const char **why);
+/* Formats v exactly: with the largest binary unit that divides it ("5MiB")
+ * when units is set, else in decimal. */
+void cli_format_size(int64_t v, int units, char *buf, size_t n);
+
+/* ---- signals (cli_signal.c) -----------------------------------------------
+ * SIGINT, SIGTERM and SIGHUP end every command with status 128+N. While a
+ * transfer runs, the first one cancels it and the command returns after the
+ * cleanup (an upload's multipart upload is aborted, a download's temporary
+ * file removed); at any other time, and on a second signal, the tool exits
+ * at once. */
+
+/* Installs the handling. Call first in main, before any thread exists. */
+int cli_signals_start(void);
+/* Marks u (or d) as the running transfer: a signal now cancels it. Returns
+ * 0, or the signal number when one already arrived (do not start then). */
+int cli_transfer_begin(s3x_upload *u, s3x_download *d);
+/* Ends the running transfer; returns the signal that arrived meanwhile, or 0. */
+int cli_transfer_end(void);
+/* Readable once a signal arrived during a transfer: blocking reads and writes
+ * of the tool's own streams poll it so that they stop too. */
+int cli_signal_fd(void);
+/* "SIGINT", "SIGTERM", "SIGHUP". */
+const char *cli_signal_name(int sig);
+
+/* ---- commands -------------------------------------------------------------- */
+
+typedef struct cli_s3url {
+    char *bucket;
+    char *key; /* may be "" */
+} cli_s3url;
+
+/* 1 when s is an s3:// URL (filled, free with cli_s3url_free), 0 when it is
+ * not, -1 when out of memory. */
+int cli_parse_s3(const char *s, cli_s3url *u);
+void cli_s3url_free(cli_s3url *u);
+
+int cli_cmd_ls(s3x_client *c, int argc, char **argv);
+
+#endif
