@@ -6,6 +6,12 @@ SHELL := /bin/bash
 ROOT       := $(abspath .)
 BUILD      ?= $(ROOT)/build
 ASAN_BUILD ?= $(ROOT)/build-asan
+FUZZ_BUILD ?= $(ROOT)/build-fuzz
+# make fuzz: seconds per target; grown corpora and crash inputs go to FUZZ_WORK.
+FUZZ_SECONDS ?= 300
+FUZZ_WORK  ?= $(FUZZ_BUILD)/work
+FUZZ_CC    ?= clang
+FUZZ_TARGETS := $(sort $(basename $(notdir $(wildcard $(ROOT)/tests/fuzz/fuzz_*.c))))
 VENV       ?= $(ROOT)/.venv
 PY         := $(VENV)/bin/python
 JOBS       ?= $(shell nproc)
@@ -13,13 +19,15 @@ CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 export PYTHONPATH := $(BUILD)/python:$(ROOT)/tests:$(PYTHONPATH)
 export S3X_BUILD_DIR := $(BUILD)
 
-.PHONY: help deps venv build asan ctest ctest-asan pytest pytest-asan-cli install-check bench demo test server-start server-stop clean
+.PHONY: help deps venv build asan ctest ctest-asan pytest pytest-asan-cli install-check bench demo test server-start server-stop clean \
+        fuzz-build fuzz fuzz-ci fuzz-replay
 
 help:
 	@echo "make demo   - install what is missing, build, start a local S3 server if none is configured, upload and download a file"
 	@echo "make test   - C tests, sanitizer build, install/example check, pytest against the local server"
 	@echo "make build  - configure and build into $(BUILD)"
 	@echo "make bench  - the default benchmark suite against the local server (docs/performance.md)"
+	@echo "make fuzz   - build the libFuzzer targets with clang and run each for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
 
 deps:
 	@scripts/install-deps
@@ -62,6 +70,26 @@ pytest-asan-cli: build asan
 
 test: ctest ctest-asan install-check pytest pytest-asan-cli
 
+# Fuzzing (tests/fuzz/README.md). Every corpus is also replayed by ctest in
+# both builds above (ctest, ctest-asan), so make test covers fuzz-replay.
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_BUILD) $(CMAKE_GEN) -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DS3X_FUZZ=ON -DS3X_BUILD_TESTS=OFF -DS3X_BUILD_CLI=OFF -DS3X_BUILD_PYTHON=OFF \
+	  > $(FUZZ_BUILD).configure.log 2>&1 || { cat $(FUZZ_BUILD).configure.log; exit 1; }
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_WORK) $(FUZZ_TARGETS)
+
+# For CI: a short fixed time per target; fails on a crash, never on time.
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=25
+
+# Only the corpus replays, under ASan/UBSan.
+fuzz-replay: asan
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -R '_corpus$$'
+
 # The default benchmark suite (s3xfer vs boto3, awscrt, s5cmd, rclone), about
 # 15 minutes here; see benchmarks/README.md for the other scripts.
 bench: build
@@ -77,4 +105,5 @@ server-stop:
 	@scripts/local-s3 stop
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(BUILD).configure.log $(ASAN_BUILD).configure.log
+	rm -rf $(BUILD) $(ASAN_BUILD) $(BUILD).configure.log $(ASAN_BUILD).configure.log \
+	  $(FUZZ_BUILD) $(FUZZ_BUILD).configure.log

@@ -127,6 +127,11 @@ int s3x_http_retryable(const s3x_http_req *r);
 /* Releases everything a request holds and returns its easy handle to the
  * client; the request may then be filled and run again. */
 void s3x_http_req_reset(s3x_client *c, s3x_http_req *r);
+/* Runs the response-header callback on one header line line[0..n) (status
+ * line or "Name: value", CRLF optional) against r, as curl does during a
+ * transfer: for the fuzzer and tests. 0 if the line was accepted, -1 if the
+ * callback would have aborted the transfer. */
+int s3x_http_parse_header_line(s3x_http_req *r, const char *line, size_t n);
 
 #endif
 
