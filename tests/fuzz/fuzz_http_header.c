@@ -6,7 +6,8 @@
  * "name: value\r\n" lines itself for HTTP/2), and the buffer is not
  * NUL-terminated: the target does the same, ending a last line that has no
  * LF with one. (It found the status line's strtol reading past the line:
- * "HTTP/1.1 \r\n" made it skip the CR LF as blanks.)
+ * "HTTP/1.1 \r\n" made it skip the CR LF as blanks.) A line with a NUL byte
+ * is skipped: curl fails the transfer on one ("Nul byte in header").
  *
  * Properties: every field it keeps (ETag, request id, Content-Range,
  * Content-Type, Last-Modified, version id, checksum) is a copy of the last
@@ -49,6 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!line) abort();
         memcpy(line, data + pos, take);
         if (!lf) line[n++] = '\n';
+        if (memchr(line, '\0', n)) {
+            free(line);
+            pos += take;
+            continue;
+        }
         int is_status = n >= 5 && !memcmp(line, "HTTP/", 5);
         int is_etag = n > 5 && !strncasecmp(line, "etag:", 5);
         (void)s3x_http_parse_header_line(&r, line, n);

@@ -151,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     h[nh++] = (s3x_kv){"Host", "bucket.s3.amazonaws.com"};
     h[nh++] = (s3x_kv){"x-amz-date", DATE};
     h[nh++] = (s3x_kv){"X-Amz-Content-SHA256", HASH};
-    for (int i = 0; in.n && nq < MAXKV && nh < MAXKV + 3; i++) {
+    for (int i = 0; in.n && nq < MAXKV && nh < MAXKV + 3 && ns + 2 <= sizeof strs / sizeof strs[0]; i++) {
         char *k = fuzz_piece(&in, NULL), *v = fuzz_piece(&in, NULL);
         strs[ns++] = k;
         strs[ns++] = v;
