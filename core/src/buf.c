@@ -71,3 +71,13 @@ char *s3x_buf_detach(s3x_buf *b) {
     b->len = b->cap = 0;
     return p;
 }
+
+void s3x_wipe(void *p, size_t n) {
+    if (p && n) explicit_bzero(p, n);
+}
+
+void s3x_free_secret(char *s) {
+    if (!s) return;
+    s3x_wipe(s, strlen(s));
+    free(s);
+}

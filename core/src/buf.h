@@ -28,6 +28,11 @@ int s3x_buf_vprintf(s3x_buf *b, const char *fmt, va_list ap)
     ;
 void s3x_buf_clear(s3x_buf *b);  /* len = 0, keeps memory */
 void s3x_buf_free(s3x_buf *b);   /* releases memory, back to S3X_BUF_INIT */
+/* Overwrites n bytes with zeros in a way the compiler may not drop (for
+ * secrets about to be freed). */
+void s3x_wipe(void *p, size_t n);
+/* Wipes and frees a NUL-terminated secret; NULL is fine. */
+void s3x_free_secret(char *s);
 /* Transfers ownership of the data to the caller (never NULL on success; "" for empty). */
 char *s3x_buf_detach(s3x_buf *b);
 

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "ini.h"
 #include "params_internal.h"
+#include "names.h"
 #include "s3xml.h"
 #include <ctype.h>
 #include <pthread.h>
@@ -52,13 +53,12 @@ static void clear_resolved(s3x_client *c) {
     char **fields[] = {&c->endpoint, &c->scheme, &c->hostport, &c->region, &c->access_key,
                        &c->secret_key, &c->session_token, &c->ca_bundle};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (*fields[i] && (fields[i] == &c->secret_key || fields[i] == &c->session_token))
-            memset(*fields[i], 0, strlen(*fields[i]));
-        free(*fields[i]);
+        s3x_free_secret(*fields[i]);  /* wiped whatever it is: cheap, and keys are among them */
         *fields[i] = NULL;
     }
     c->resolved = 0;
     c->sign_date[0] = '\0';
+    s3x_wipe(c->sign_key, sizeof c->sign_key);
 }
 
 int s3x_client_bucket_known(s3x_client *c, const char *bucket) {
@@ -84,20 +84,58 @@ void s3x_client_free(s3x_client *c) {
     free(c->idle);
     if (c->multi) curl_multi_cleanup(c->multi);
     clear_resolved(c);
-    for (int i = 0; i < S3X_CLIENT_OPT__COUNT; i++) {
-        if (c->opt[i]) memset(c->opt[i], 0, strlen(c->opt[i]));
-        free(c->opt[i]);
-    }
-    memset(c->sign_key, 0, sizeof c->sign_key);
+    for (int i = 0; i < S3X_CLIENT_OPT__COUNT; i++) s3x_free_secret(c->opt[i]);
+    s3x_wipe(c->sign_key, sizeof c->sign_key);
     free(c);
 }
 
+/* An endpoint URL is scheme://host[:port] with at most a trailing '/'. The URL
+ * is echoed in messages only when it carries no user information, which may
+ * be a password. */
 static int check_endpoint(const char *v) {
+    const char *shown = strchr(v, '@') ? "(not shown: it holds '@')" : v;
     if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
-        return s3x_seterr(S3X_EINVAL, "endpoint URL '%s' must start with http:// or https://", v);
-    const char *host = strstr(v, "://") + 3;
-    if (!*host || *host == '/')
-        return s3x_seterr(S3X_EINVAL, "endpoint URL '%s' has no host", v);
+        return s3x_seterr(S3X_EINVAL, "endpoint URL %s must start with http:// or https://", shown);
+    const char *auth = strstr(v, "://") + 3;
+    size_t n = strcspn(auth, "/?#");
+    const char *problem = s3x_authority_problem(auth, n);
+    if (problem) return s3x_seterr(S3X_EINVAL, "endpoint URL %s: %s", shown, problem);
+    for (const char *p = auth + n; *p; p++)
+        if (*p != '/')
+            return s3x_seterr(S3X_EINVAL, "endpoint URL %s must not have a path, query or fragment", shown);
+    return 0;
+}
+
+static int check_region(const char *region, const char *source) {
+    const char *problem = s3x_region_problem(region);
+    if (!problem) return 0;
+    /* The value is shown escaped-free only when it is plain printable ASCII. */
+    int printable = 1;
+    for (const char *p = region; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) printable = 0;
+    return s3x_seterr(S3X_EINVAL, "region '%s' from %s is not a region name: %s", printable ? region : "?", source,
+                      problem);
+}
+
+int s3x_client_bucket_addressing(const s3x_client *c, const char *bucket, int *path_style) {
+    const char *problem = s3x_bucket_name_problem(bucket);
+    if (problem) return s3x_seterr(S3X_EINVAL, "invalid bucket name: %s", problem);
+    if (!path_style) return 0;
+    *path_style = c->path_style;
+    if (c->path_style || s3x_bucket_dns_compatible(bucket)) {
+        /* A dotted bucket under a TLS wildcard certificate cannot match: path
+         * style is the only way it verifies (botocore does the same). */
+        if (!c->path_style && strchr(bucket, '.') && !strcmp(c->scheme, "https") &&
+            c->params[S3X_PARAM_ADDRESSING_STYLE] == S3X_ADDRESSING_AUTO)
+            *path_style = 1;
+        return 0;
+    }
+    if (c->params[S3X_PARAM_ADDRESSING_STYLE] == S3X_ADDRESSING_VIRTUAL)
+        return s3x_seterr(S3X_EINVAL,
+                          "bucket '%s' cannot be a host name (virtual-hosted addressing needs 3-63 lowercase "
+                          "letters, digits, '.' and '-'); set addressing_style to path or auto",
+                          bucket);
+    *path_style = 1;
     return 0;
 }
 
@@ -109,9 +147,13 @@ int s3x_client_set_string(s3x_client *c, s3x_client_opt opt, const char *value) 
         int rc = check_endpoint(value);
         if (rc) return rc;
     }
+    if (value && opt == S3X_CLIENT_REGION) {
+        int rc = check_region(value, "the client's region option");
+        if (rc) return rc;
+    }
     char *copy = NULL;
     if (value && !(copy = xstrdup(value))) return s3x_seterr(S3X_ENOMEM, "out of memory");
-    free(c->opt[opt]);
+    s3x_free_secret(c->opt[opt]);
     c->opt[opt] = copy;
     clear_resolved(c);
     return 0;
@@ -179,9 +221,9 @@ static int profile_credentials(s3x_client *c, const char *profile) {
         c->session_token = xstrdup(tok);
         rc = 1;
         if (!c->access_key || !c->secret_key || (tok && !c->session_token)) {
-            free(c->access_key);
-            free(c->secret_key);
-            free(c->session_token);
+            s3x_free_secret(c->access_key);
+            s3x_free_secret(c->secret_key);
+            s3x_free_secret(c->session_token);
             c->access_key = c->secret_key = c->session_token = NULL;
             rc = s3x_seterr(S3X_ENOMEM, "out of memory reading the shared credentials file");
         }
@@ -218,19 +260,30 @@ static int is_ip_or_localhost(const char *host, size_t n) {
 int s3x_client_resolve(s3x_client *c) {
     if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
     if (c->resolved) return 0;
+    int rc;
     clear_resolved(c);
     const char *explicit_profile = c->opt[S3X_CLIENT_PROFILE];
     const char *profile = explicit_profile ? explicit_profile : env_nonempty("AWS_PROFILE");
     if (!profile) profile = "default";
 
     /* region */
-    const char *region = c->opt[S3X_CLIENT_REGION];
-    if (!region) region = env_nonempty("AWS_REGION");
-    if (!region) region = env_nonempty("AWS_DEFAULT_REGION");
+    const char *region = c->opt[S3X_CLIENT_REGION], *region_src = "the client's region option";
+    if (!region && (region = env_nonempty("AWS_REGION"))) region_src = "AWS_REGION";
+    if (!region && (region = env_nonempty("AWS_DEFAULT_REGION"))) region_src = "AWS_DEFAULT_REGION";
     char *cfg_region = NULL;
     int cfg_rc = region ? 0 : profile_config(profile, "region", &cfg_region);
     if (cfg_rc) return cfg_rc;
-    c->region = xstrdup(region ? region : (cfg_region && *cfg_region ? cfg_region : "us-east-1"));
+    if (cfg_region && *cfg_region) {
+        region = cfg_region;
+        region_src = "the profile's region in the shared config file";
+    }
+    if (!region) region = "us-east-1";
+    /* The region reaches the default endpoint's host and the signing scope. */
+    if ((rc = check_region(region, region_src))) {
+        free(cfg_region);
+        return rc;
+    }
+    c->region = xstrdup(region);
     free(cfg_region);
 
     /* endpoint */
@@ -238,7 +291,6 @@ int s3x_client_resolve(s3x_client *c) {
     if (!ep) ep = env_nonempty("AWS_ENDPOINT_URL_S3");
     if (!ep) ep = env_nonempty("AWS_ENDPOINT_URL");
     s3x_buf eb = S3X_BUF_INIT;
-    int rc;
     if (ep) {
         if ((rc = check_endpoint(ep))) return rc;
         rc = s3x_buf_puts(&eb, ep);

@@ -68,7 +68,7 @@ struct s3x_http_req {
     /* response body sink: write_fn, else captured into resp_body */
     s3x_write_fn write_fn;
     void *write_payload;
-    size_t resp_cap;           /* cap on captured bytes (0 = default 64 MiB) */
+    size_t resp_cap;           /* cap on captured bytes (0 = default 8 MiB, see http.c) */
 
     /* --- response --------------------------------------------------- */
     long status;
@@ -82,6 +82,7 @@ struct s3x_http_req {
     CURLcode curl_rc;
     int aborted_by_callback;   /* read/write callback asked to stop */
     int read_failed;           /* read_fn returned < 0 or ended early */
+    int body_over_cap;         /* a captured body went (or was announced) over resp_cap */
     char errbuf[CURL_ERROR_SIZE];
 
     /* timings (seconds, CLOCK_MONOTONIC) */
@@ -141,6 +142,15 @@ int s3x_http_parse_header_line(s3x_http_req *r, const char *line, size_t n);
 int s3x_http_check_complete_body(const s3x_http_req *r);
 /* The object size from "bytes 0-9/1234" (1234), or -1. */
 int64_t s3x_content_range_total(const char *content_range);
+
+/* Checks a bucket name (names.h: the relaxed legacy rules) and, when
+ * path_style is not NULL, decides how it is addressed on this resolved
+ * client: path style when the client uses it, when the name cannot be a host
+ * label and addressing is AUTO, or when it is dotted over HTTPS under AUTO;
+ * a name that cannot be a host label under explicit VIRTUAL addressing is
+ * refused. Every URL's host is built only after this said yes. Returns 0 or
+ * S3X_EINVAL (thread error set). */
+int s3x_client_bucket_addressing(const s3x_client *c, const char *bucket, int *path_style);
 
 /* 1 if bucket was seen to exist by this client; remembers it when add. */
 int s3x_client_bucket_known(s3x_client *c, const char *bucket);

@@ -11,7 +11,10 @@
 #include <strings.h>
 #include <time.h>
 
-#define DEFAULT_RESP_CAP (64u * 1024u * 1024u)
+/* S3's largest documents are list pages: 1,000 keys of at most 1,024 bytes,
+ * each character escaped as an entity of at most 6 bytes, plus ~1 KiB of
+ * fields per entry, stay under 8 MiB. A larger document is not S3's. */
+#define DEFAULT_RESP_CAP (8u * 1024u * 1024u)
 #define ERROR_BODY_CAP (1u * 1024u * 1024u)
 
 double s3x_now(void) {
@@ -144,9 +147,13 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
     r->bytes_in += (int64_t)n;
     if (r->status >= 300 || !r->write_fn) {
         size_t cap = r->status >= 300 ? ERROR_BODY_CAP : (r->resp_cap ? r->resp_cap : DEFAULT_RESP_CAP);
-        if (r->resp_body.len + n > cap) {
+        /* Refuse an announced oversize body at once rather than after
+         * holding cap bytes of it. */
+        int announced_over = r->status < 300 && r->content_length > 0 && (uint64_t)r->content_length > cap;
+        if (announced_over || r->resp_body.len + n > cap) {
             if (r->status >= 300) return n;  /* keep what we have of the error body */
             r->aborted_by_callback = 1;
+            r->body_over_cap = 1;
             return 0;
         }
         if (s3x_buf_append(&r->resp_body, data, n)) {
@@ -211,7 +218,11 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
 
     /* path and URL */
     s3x_buf path = S3X_BUF_INIT, host = S3X_BUF_INIT;
-    if (r->bucket && c->path_style) {
+    int path_style = c->path_style;
+    /* The host is built only from a validated bucket and the validated
+     * endpoint authority: no name can redirect a signed request. */
+    if (r->bucket && (rc = s3x_client_bucket_addressing(c, r->bucket, &path_style))) return rc;
+    if (r->bucket && path_style) {
         rc = s3x_buf_printf(&path, "/%s", r->bucket);
         if (!rc && r->key) rc = s3x_buf_puts(&path, "/");
         if (!rc) rc = s3x_buf_puts(&host, c->hostport);
@@ -504,10 +515,21 @@ int s3x_http_check(s3x_client *c, s3x_http_req *r) {
     if (r->read_failed) {
         rc = s3x_seterr(S3X_EIO, "%s %s: reading the request body failed or ended early (%lld of %lld bytes)",
                         r->op, tgt, (long long)r->bytes_out, (long long)r->body_size);
+    } else if (r->body_over_cap && r->status < 300) {
+        size_t cap = r->resp_cap ? r->resp_cap : DEFAULT_RESP_CAP;
+        if (!strcmp(r->op, "GetObject"))
+            rc = s3x_seterr(S3X_ELIMIT,
+                            "%s %s: the object (%lld bytes) is larger than the %zu bytes a get into memory holds; "
+                            "download it to a file, fd or stream (s3x_download_*, Python download_file/"
+                            "download_fileobj) instead",
+                            r->op, tgt, (long long)r->content_length, cap);
+        else
+            rc = s3x_seterr(S3X_EXML, "%s %s: the response body is larger than %zu bytes, more than any S3 "
+                            "response of this kind; refused", r->op, tgt, cap);
     } else if (r->aborted_by_callback && r->status < 300) {
         rc = s3x_seterr(r->write_fn ? S3X_ECANCELLED : S3X_ENOMEM,
                         r->write_fn ? "%s %s: the body consumer stopped the transfer"
-                                    : "%s %s: response body too large to hold in memory",
+                                    : "%s %s: out of memory holding the response body",
                         r->op, tgt);
     } else if (r->curl_rc != CURLE_OK) {
         const char *detail = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->curl_rc);
@@ -534,7 +556,14 @@ int s3x_http_check(s3x_client *c, s3x_http_req *r) {
         default:
             code = S3X_ENETWORK; what = "connection failed with"; break;
         }
-        rc = s3x_seterr(code, "%s %s: %s %s: %s", r->op, tgt, what, c->endpoint, detail);
+        /* Name the host really contacted (bucket.host under virtual-hosted
+         * addressing), taken from the URL the request was sent to. */
+        const char *url = r->url.data ? r->url.data : c->endpoint;
+        const char *auth = strstr(url, "://");
+        auth = auth ? auth + 3 : url;
+        int scheme_len = (int)(auth - url);
+        int auth_len = (int)strcspn(auth, "/?#");
+        rc = s3x_seterr(code, "%s %s: %s %.*s%.*s: %s", r->op, tgt, what, scheme_len, url, auth_len, auth, detail);
     } else if (r->status >= 300 || r->status == 0) {
         s3x_xml_error xe;
         memset(&xe, 0, sizeof xe);
@@ -620,7 +649,7 @@ void s3x_http_req_reset(s3x_client *c, s3x_http_req *r) {
     s3x_chunked_end(&r->chunked);
     r->wire_out = 0;
     r->curl_rc = CURLE_OK;
-    r->aborted_by_callback = r->read_failed = 0;
+    r->aborted_by_callback = r->read_failed = r->body_over_cap = 0;
     r->t_start = r->t_sent = r->t_first_byte = r->t_end = 0;
 }
 

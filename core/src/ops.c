@@ -21,10 +21,7 @@ static int need(const char *what, const void *p) {
 
 static int check_bucket(const char *bucket) {
     if (!bucket || !*bucket) return s3x_seterr(S3X_EINVAL, "bucket name is empty");
-    for (const char *p = bucket; *p; p++)
-        if (*p == '/' || *p == '?' || *p == '#' || (unsigned char)*p <= ' ')
-            return s3x_seterr(S3X_EINVAL, "invalid bucket name '%s'", bucket);
-    return 0;
+    return s3x_client_bucket_addressing(NULL, bucket, NULL);
 }
 
 static int check_key(const char *key) {
@@ -180,7 +177,7 @@ int s3x_get_object(s3x_client *c, const char *bucket, const char *key, int64_t r
     s3x_http_req r;
     char range[64];
     init_req(&r, "GetObject", "GET", bucket, key);
-    r.resp_cap = (size_t)1 << 40;
+    r.resp_cap = S3X_GET_OBJECT_MAX_BYTES;
     if ((rc = set_range(&r, range, sizeof range, range_start, range_end))) return rc;
     rc = run(c, &r);
     if (!rc) rc = check_complete_body(&r);

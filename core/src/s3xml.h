@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define S3X_XML_MAX_BYTES (64u * 1024u * 1024u)
+#define S3X_XML_MAX_BYTES (8u * 1024u * 1024u) /* as http.c caps captured bodies */
 
 /* <Error><Code/><Message/><RequestId/>...</Error>. Returns S3X_EXML if the
  * root is not Error. */

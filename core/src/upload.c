@@ -863,6 +863,7 @@ out:
 static int check_target(const s3x_upload *u, const char *bucket, const char *key) {
     if (!u) return s3x_seterr(S3X_EINVAL, "upload manager is NULL");
     if (!bucket || !*bucket) return s3x_seterr(S3X_EINVAL, "bucket name is empty");
+    if (s3x_client_bucket_addressing(NULL, bucket, NULL)) return S3X_EINVAL;
     if (!key || !*key) return s3x_seterr(S3X_EINVAL, "object key is empty");
     return 0;
 }

@@ -494,7 +494,7 @@ static void test_rejections(void) {
             memset(big, ' ', n);
             memcpy(big, "<ListPartsResult>", 17);
             memcpy(big + n - 18, "</ListPartsResult>", 18);
-            expect_reject("one byte over the cap", K_PARTS, big, n, "too large|67108864");
+            expect_reject("one byte over the cap", K_PARTS, big, n, "too large|8388608");
         }
         free(big);
     }

@@ -118,10 +118,16 @@ S3X_API int s3x_put_object_stream(s3x_client *client, const char *bucket, const 
                                   int64_t size, s3x_read_fn read_fn, char **etag_out,
                                   void *payload);
 
+/* The most bytes s3x_get_object holds in memory (1 GiB): larger objects or
+ * ranges belong in s3x_download_file/_fd/_stream, which bound their memory. */
+#define S3X_GET_OBJECT_MAX_BYTES ((size_t)1 << 30)
+
 /* GetObject into a new buffer (*data, *len; free *data with s3x_free).
  * range_start/range_end: inclusive byte range, or -1/-1 for the whole object;
  * range_end -1 with range_start >= 0 means "to the end". info (may be NULL)
- * receives the response's metadata (size = whole object size). */
+ * receives the response's metadata (size = whole object size). A body over
+ * S3X_GET_OBJECT_MAX_BYTES is refused with S3X_ELIMIT, as soon as its
+ * Content-Length announces it. */
 S3X_API int s3x_get_object(s3x_client *client, const char *bucket, const char *key,
                            int64_t range_start, int64_t range_end,
                            void **data, size_t *len, s3x_object_info *info);
