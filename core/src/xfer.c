@@ -216,6 +216,12 @@ int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied) {
         r->done_payload = &st;
         if ((rc = s3x_http_start(x->client, r))) return rc;
         while (!st.done) {
+            /* The transfer's own blocking requests (HeadBucket, Create,
+             * Complete) must answer a cancel as its parts do. */
+            if (s3x_xfer_cancelled(x)) {
+                s3x_http_abort(x->client, r);
+                return s3x_seterr(S3X_ECANCELLED, "%s cancelled", r->op);
+            }
             int n = s3x_http_poll(x->client, 200);
             if (n < 0) {
                 s3x_http_abort(x->client, r);
@@ -230,6 +236,7 @@ int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied) {
             *maybe_applied = 1;
         if (v == S3X_REQ_OK) return s3x_http_check(x->client, r);
         if (v == S3X_REQ_FAIL) return s3x_error_last()->code;
-        sleep_s(delay);
+        for (double left = delay; left > 0 && !s3x_xfer_cancelled(x); left -= 0.05) sleep_s(left < 0.05 ? left : 0.05);
+        if (s3x_xfer_cancelled(x)) return s3x_seterr(S3X_ECANCELLED, "%s cancelled", r->op);
     }
 }
