@@ -227,7 +227,7 @@ def test_unreachable_endpoint_names_the_endpoint(s3env):
     ep = f"http://127.0.0.1:{_free_port()}"
     c = s3xfer.Client(endpoint_url=ep, access_key="a", secret_key="b")
     with pytest.raises(s3xfer.ConnectionError) as ei:
-        c.get_object("b", "k")
+        c.get_object("bkt", "k")
     assert ep in str(ei.value)
     assert isinstance(ei.value, OSError)  # builtins.ConnectionError is an OSError
     c.close()
