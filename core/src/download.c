@@ -78,11 +78,23 @@ typedef struct drun {
     int write_errno;
     int whole_in_first;       /* the first response carried the whole object */
     int waiting;              /* DST_STREAM: the next range waits for a buffer */
-    char *checksum_hdr_name;  /* from the first response (full object only) */
-    char *checksum_value;
-    s3x_hasher hasher;        /* over the whole object when it came in one response */
-    int hashing;
+    char *checksum_hdr_name;  /* the object's full checksum: header name ... */
+    char *checksum_value;     /* ... and value (full object only, not "-N") */
+    s3x_hasher hasher;
+    int hashing;              /* HASH_*: how the bytes meet the hasher */
+    /* A ranged GET carries no checksum header (S3 and SeaweedFS send it only
+     * for the whole object), so for a download of several ranges into
+     * memory or a stream a HEAD asks for the full-object checksum while the
+     * ranges run; the bytes are hashed in order: a stream's as they are
+     * delivered (deliveries wait for the HEAD's answer), memory's at the end. */
+    s3x_http_req head;
+    int head_state;           /* HEAD_* */
+    int head_attempts;
+    double head_retry_at;
 } drun;
+
+enum { HASH_NONE, HASH_PROBE /* the probe's body, the whole object */, HASH_IN_ORDER };
+enum { HEAD_NONE, HEAD_WANTED, HEAD_INFLIGHT, HEAD_BACKOFF, HEAD_DONE };
 
 /* ---- handle -------------------------------------------------------------------- */
 
@@ -174,19 +186,20 @@ static int keep_proto_error(rslot *s) {
     return 1;
 }
 
-/* Hashes the probe's body when it carries the object's full checksum. */
-static void begin_hash(drun *R, const s3x_http_req *r) {
+/* Starts hashing (how: HASH_*) when r carries the object's full checksum. */
+static void begin_hash(drun *R, const s3x_http_req *r, int how) {
     s3x_hasher_cleanup(&R->hasher);
-    R->hashing = 0;
-    /* Composite "-N" checksums of multipart objects are checksums of part
-     * checksums; without the upload's part boundaries they cannot be checked. */
+    R->hashing = HASH_NONE;
+    /* Composite "-N" checksums of multipart objects are checksums of the
+     * parts' checksums: they need the upload's part boundaries, which a
+     * download does not know (see validate_checksum). */
     if (R->x->params[S3X_PARAM_VALIDATE_CHECKSUM] && r->checksum_kind && r->checksum_value &&
         !strchr(r->checksum_value, '-') && s3x_hasher_init(&R->hasher, r->checksum_kind) == 0) {
-        R->hashing = 1;
         free(R->checksum_value);
         R->checksum_value = strdup(r->checksum_value);
         free(R->checksum_hdr_name);
         R->checksum_hdr_name = strdup(s3x_checksum_header(r->checksum_kind));
+        if (R->checksum_value && R->checksum_hdr_name) R->hashing = how;
     }
 }
 
@@ -198,7 +211,7 @@ static int check_head(drun *R, rslot *s) {
     s3x_dlresp resp = {r->status, r->content_range, r->content_length, r->etag};
     if (s3x_dlplan_check(&R->plan, &s->ask, &resp, &s->verdict)) return -1;
     s->checked = 1;
-    if (s->ask.probe) begin_hash(R, r);
+    if (s->ask.probe) begin_hash(R, r, HASH_PROBE);
     return 0;
 }
 
@@ -235,7 +248,7 @@ static int on_body_io(const void *data, size_t len, void *payload) {
             left -= n;
             if (s->staged == S3X_WRITER_BUF && flush_stage(R, s) != 0) return 1;
         }
-        if (R->hashing && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
+        if (R->hashing == HASH_PROBE && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
         return 0;
     }
     case DST_MEM:
@@ -255,7 +268,7 @@ static int on_body_io(const void *data, size_t len, void *payload) {
         memcpy(s->buf + s->got, data, len);
         break;
     }
-    if (R->hashing && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
+    if (R->hashing == HASH_PROBE && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
     s->got += (int64_t)len;
     return 0;
 }
@@ -310,6 +323,8 @@ static int learn_object(drun *R, rslot *s) {
     if (!R->etag) return s3x_seterr(S3X_ENOMEM, "out of memory");
     s->size = s->got;
     R->whole_in_first = s->verdict.length == s->verdict.total;
+    if (!R->whole_in_first && R->kind != DST_FILE && R->x->params[S3X_PARAM_VALIDATE_CHECKSUM])
+        R->head_state = HEAD_WANTED;
     R->x->res->parts = R->plan.nranges;
     R->x->res->multipart = R->plan.nranges > 1;
     return 0;
@@ -419,6 +434,10 @@ static int deliver(drun *R) {
         for (int i = 0; i < R->nslots; i++)
             if (R->slots[i].state == RS_READY && R->slots[i].index == R->next_deliver) ready = &R->slots[i];
         if (!ready) return 0;
+        /* The hasher must see every byte in order, from the first. */
+        if (R->head_state != HEAD_NONE && R->head_state != HEAD_DONE) return 0;
+        if (R->hashing == HASH_IN_ORDER && ready->got > 0)
+            s3x_hasher_update(&R->hasher, ready->buf, (size_t)ready->got);
         double t = s3x_now();
         int stop = ready->got > 0 && R->write_fn(ready->buf, (size_t)ready->got, R->write_payload) != 0;
         R->x->res->io_seconds += s3x_now() - t;
@@ -457,8 +476,63 @@ static int feed(drun *R, rslot *s) {
     return rc ? rc : 1;
 }
 
+static void on_head_done(s3x_http_req *r, void *payload) {
+    drun *R = payload;
+    s3x_xfer *x = R->x;
+    double delay = 0;
+    int v = s3x_xfer_judge(x, r, R->head_attempts, 0, &delay);
+    if (v == S3X_REQ_RETRY) {
+        R->head_state = HEAD_BACKOFF;
+        R->head_retry_at = s3x_now() + delay;
+        return;
+    }
+    R->head_state = HEAD_DONE;
+    if (v == S3X_REQ_FAIL) {
+        /* The object changed: the download cannot succeed. Any other
+         * failure only means no checksum to check: the ranges are checked
+         * on their own, as they are without a checksum. */
+        if (r->status == 412) {
+            s3x_seterr_http(S3X_ECHANGED, 412, "PreconditionFailed", r->request_id,
+                            "s3://%s/%s changed during the download (its ETag is no longer %s)", R->bucket, R->key,
+                            R->etag ? R->etag : "?");
+            s3x_xfer_fail(x);
+        }
+        return;
+    }
+    if (s3x_dlplan_check_whole(&R->plan, r->content_length, r->etag)) {
+        fail_named(R);
+        return;
+    }
+    begin_hash(R, r, HASH_IN_ORDER);
+}
+
+static int start_head(drun *R) {
+    s3x_http_req *r = &R->head;
+    s3x_http_req_reset(R->x->client, r);
+    r->op = "HeadObject";
+    r->method = "HEAD";
+    r->bucket = R->bucket;
+    r->key = R->key;
+    r->nquery = r->nheaders = 0;
+    r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-mode", "ENABLED"};
+    if (R->etag && *R->etag) r->headers[r->nheaders++] = (s3x_kv){"if-match", R->etag};
+    r->on_done = on_head_done;
+    r->done_payload = R;
+    R->head_attempts++;
+    R->x->res->requests++;
+    int rc = s3x_http_prepare(R->x->client, r);
+    if (!rc) {
+        s3x_xfer_tune(R->x, r);
+        rc = s3x_http_start(R->x->client, r);
+    }
+    if (rc) return rc;
+    R->head_state = HEAD_INFLIGHT;
+    return 0;
+}
+
 static int poll_ms(drun *R) {
     double now = s3x_now(), next = now + 0.1;
+    if (R->head_state == HEAD_BACKOFF && R->head_retry_at < next) next = R->head_retry_at;
     int64_t fbt = s3x_fbt_current(&R->x->fbt);
     for (int i = 0; i < R->nslots; i++) {
         rslot *s = &R->slots[i];
@@ -502,6 +576,9 @@ static int drive(drun *R) {
         }
         if (R->kind == DST_STREAM && deliver(R)) break;
         double now = s3x_now();
+        if ((R->head_state == HEAD_WANTED || (R->head_state == HEAD_BACKOFF && R->head_retry_at <= now)) &&
+            start_head(R))
+            s3x_xfer_fail(R->x);
         for (int i = 0; i < R->nslots && !R->x->failed; i++) {
             rslot *s = &R->slots[i];
             if (s->state == RS_BACKOFF && s->retry_at <= now && start_range(R, s)) s3x_xfer_fail(R->x);
@@ -513,7 +590,7 @@ static int drive(drun *R) {
             if (k <= 0) break;
         }
         if (R->x->failed) break;
-        int busy = 0;
+        int busy = R->head_state != HEAD_NONE && R->head_state != HEAD_DONE;
         for (int i = 0; i < R->nslots; i++) busy |= R->slots[i].state != RS_FREE;
         if (!busy && R->plan.total >= 0 && R->next_index >= R->plan.nranges) break;
         if (s3x_http_poll(R->x->client, poll_ms(R)) < 0) {
@@ -534,15 +611,30 @@ static int drive(drun *R) {
         release_buf(R, s);
         s->state = RS_FREE;
     }
+    if (R->head_state == HEAD_INFLIGHT) s3x_http_abort(R->x->client, &R->head);
     return R->x->failed ? -1 : 0;
 }
 
-/* Compares a full-object checksum the server sent with what arrived. */
+/* Compares a full-object checksum the server sent with what arrived.
+ * Checked: the whole object in the probe (any destination), or several
+ * ranges into memory or a stream (the checksum from a HEAD, the bytes
+ * hashed in order). Not checked: several ranges into a file, whose ranges
+ * reach the disk out of order through the writer thread and are not in
+ * memory in order anywhere (hashing them would mean reading the file back:
+ * a second pass over every byte); and composite "-N" checksums of multipart
+ * uploads, which are checksums of the parts' checksums and need the
+ * upload's part boundaries: x-amz-mp-parts-count gives only their number,
+ * and learning each part's size takes a request per part (PartNumber GETs
+ * or HEADs), up to 10,000, against parts whose sizes need not match the
+ * download's ranges. */
 static int validate_checksum(drun *R) {
-    if (!R->hashing || !R->whole_in_first || !R->checksum_value) return 0;
+    if (!R->hashing || !R->checksum_value) return 0;
+    if (R->hashing == HASH_PROBE && !R->whole_in_first) return 0;
+    if (R->hashing == HASH_IN_ORDER && R->kind == DST_MEM)
+        s3x_hasher_update(&R->hasher, R->mem, (size_t)R->plan.total);
     char got[48];
     s3x_hasher_final_b64(&R->hasher, got);
-    R->hashing = 0;
+    R->hashing = HASH_NONE;
     if (strcmp(got, R->checksum_value) != 0)
         return s3x_seterr(S3X_ECHECKSUM, "s3://%s/%s: %s is %s but the bytes received give %s", R->bucket, R->key,
                           R->checksum_hdr_name, R->checksum_value, got);
@@ -623,6 +715,7 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
         s3x_saved_error_free(&R->slots[i].perr);
         s3x_http_req_reset(x->client, &R->slots[i].req);
     }
+    s3x_http_req_reset(x->client, &R->head);
     free(R->slots);
     free(R->etag);
     free(R->checksum_hdr_name);
@@ -636,6 +729,7 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
 static int check_target(const s3x_download *d, const char *bucket, const char *key) {
     if (!d) return s3x_seterr(S3X_EINVAL, "download manager is NULL");
     if (!bucket || !*bucket) return s3x_seterr(S3X_EINVAL, "bucket name is empty");
+    if (s3x_client_bucket_addressing(NULL, bucket, NULL)) return S3X_EINVAL;
     if (!key || !*key) return s3x_seterr(S3X_EINVAL, "object key is empty");
     return 0;
 }

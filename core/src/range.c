@@ -254,6 +254,20 @@ int s3x_dlplan_check(const s3x_dlplan *p, const s3x_dlask *ask, const s3x_dlresp
     return 0;
 }
 
+int s3x_dlplan_check_whole(const s3x_dlplan *p, int64_t content_length, const char *etag) {
+    char b1[400], b2[400];
+    if (p->total < 0) return s3x_seterr(S3X_EINTERNAL, "a HEAD was checked before the object's size was known");
+    if (content_length >= 0 && content_length != p->total)
+        return s3x_seterr(S3X_ECHANGED,
+                          "the object's size changed during the download: first %" PRId64 " bytes, now %" PRId64
+                          " (HEAD)",
+                          p->total, content_length);
+    if (etag_differs(p, etag))
+        return s3x_seterr(S3X_ECHANGED, "the object changed during the download: its ETag was %s, now %s (HEAD)",
+                          show(p->etag, b1, sizeof b1), show(etag, b2, sizeof b2));
+    return 0;
+}
+
 int s3x_dlplan_body(const s3x_dlverdict *v, int64_t got, size_t n) {
     if (got < 0 || got > v->length || (uint64_t)n > (uint64_t)(v->length - got))
         return s3x_seterr(S3X_ENETWORK,

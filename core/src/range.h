@@ -119,6 +119,12 @@ int s3x_dlplan_body(const s3x_dlverdict *v, int64_t got, size_t n);
  * connection, which the caller may retry. */
 int s3x_dlplan_complete(const s3x_dlverdict *v, int64_t got);
 
+/* Checks a HEAD of the object, sent with If-Match the probe's ETag to learn
+ * its full-object checksum, against the plan: the same size (when it says
+ * one) and ETag (when both are known). Returns 0, or S3X_ECHANGED (thread
+ * error set). */
+int s3x_dlplan_check_whole(const s3x_dlplan *p, int64_t content_length, const char *etag);
+
 /* Records what the accepted probe taught: the size, the number of ranges
  * and the ETag (etag may be NULL). Returns 0, or S3X_ELIMIT when the ranges
  * would not fit an int (part_size tiny against total) (thread error set). */

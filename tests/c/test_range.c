@@ -372,6 +372,18 @@ static void test_later_ranges(void) {
     CHECK(s3x_dlplan_check(&q, &a1, &r, &v) == S3X_ECHANGED, "a long ETag that differs past the stored prefix");
 }
 
+static void test_head(void) {
+    s3x_dlplan p = planned(8 * MiB, 20 * MiB, "\"abc\"");
+    CHECK(s3x_dlplan_check_whole(&p, 20 * MiB, "\"abc\"") == 0, "a HEAD that agrees");
+    CHECK(s3x_dlplan_check_whole(&p, -1, NULL) == 0, "a HEAD that says nothing");
+    CHECK(s3x_dlplan_check_whole(&p, 20 * MiB + 1, "\"abc\"") == S3X_ECHANGED && msg_has("(HEAD)"),
+          "a HEAD of another size");
+    CHECK(s3x_dlplan_check_whole(&p, 20 * MiB, "\"xyz\"") == S3X_ECHANGED, "a HEAD with another ETag");
+    s3x_dlplan early;
+    s3x_dlplan_init(&early, 8 * MiB, -1);
+    CHECK(s3x_dlplan_check_whole(&early, 5, NULL) == S3X_EINTERNAL, "a HEAD before the probe");
+}
+
 static void test_body_and_end(void) {
     s3x_dlverdict v = {8 * MiB, 8 * MiB, 20 * MiB};
     CHECK(s3x_dlplan_body(&v, 0, 16384) == 0, "first chunk");
@@ -435,6 +447,7 @@ int main(void) {
     test_probe();
     test_empty_probe();
     test_later_ranges();
+    test_head();
     test_body_and_end();
     test_plan();
     return tap_summary("test_range");

@@ -9,8 +9,9 @@
  * pieces the body arrives in. This driver makes the same calls, in the same
  * order, as download.c: s3x_dlplan_empty_probe, s3x_dlplan_check on the head,
  * s3x_dlplan_body before each piece is placed, s3x_dlplan_complete at the
- * end of a body, s3x_dlplan_learn after the probe, s3x_dlplan_finish at the
- * end; curl's own behaviour is modelled (a body shorter than Content-Length
+ * end of a body, s3x_dlplan_learn after the probe, s3x_dlplan_check_whole on
+ * the HEAD that a download of several ranges sends for the full-object
+ * checksum, s3x_dlplan_finish at the end; curl's own behaviour is modelled (a body shorter than Content-Length
  * is a broken connection, bytes past it are not delivered).
  *
  * Properties:
@@ -236,6 +237,22 @@ static int respond(sim *S, slot *s, fuzz_in *in) {
                             "too many ranges");
                 FUZZ_ASSERT(S->plan.nranges * S->plan.part_size >= S->plan.total || S->plan.nranges == 1,
                             "too few ranges");
+                /* Several ranges: download.c asks a HEAD for the full-object
+                 * checksum (memory and streams) and checks it agrees. */
+                if (S->plan.nranges > 1) {
+                    uint8_t hk = fuzz_u8(in);
+                    int64_t hcl = hk % 3 == 0 ? S->plan.total : hk % 3 == 1 ? S->srv_total : -1;
+                    const char *hetag = hk & 4 ? NULL : hk & 8 ? "\"other\"" : etag;
+                    int hrc = s3x_dlplan_check_whole(&S->plan, hcl, hetag);
+                    FUZZ_ASSERT(hrc == 0 || hrc == S3X_ECHANGED, "HEAD check gave %d", hrc);
+                    if (hcl >= 0 && hcl != S->plan.total) FUZZ_ASSERT(hrc == S3X_ECHANGED, "a HEAD of another size");
+                    if ((hcl < 0 || hcl == S->plan.total) && (!hetag || hetag == etag))
+                        FUZZ_ASSERT(hrc == 0, "a consistent HEAD refused: %s", s3x_error_last()->message);
+                    if (hrc) {
+                        S->failed = hrc;
+                        goto out;
+                    }
+                }
             }
             S->done += got;
             accepted = 1;
