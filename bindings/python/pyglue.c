@@ -5,29 +5,90 @@
 #include <string.h>
 #include "pyglue.h"
 
+/* Server text becomes Python text in one of two ways (finding 7 of issue 11:
+ * a server could send any bytes, and a strict decode raised UnicodeDecodeError
+ * instead of the S3xferError the caller expects):
+ *  - text_or_none: descriptive text (error messages, S3 codes, request ids,
+ *    ETags, dates, content types) decodes invalid UTF-8 to U+FFFD. It is read
+ *    and printed, never sent back, so a lossless form buys nothing and a str
+ *    with lone surrogates would raise again the moment it is printed.
+ *  - name_or_none: identifiers the caller may hand back to the server (keys,
+ *    prefixes, upload ids, continuation tokens, version ids) decode with
+ *    surrogateescape, as os.listdir() does for file names: the bytes survive
+ *    the round trip (py_cstr_arg encodes the same way), and two different
+ *    keys never collapse into one name, which U+FFFD would do. */
+static PyObject *text_or_none(const char *s) {
+    if (!s) Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+static PyObject *name_or_none(const char *s) {
+    if (!s) Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "surrogateescape");
+}
+
 /* Builds the s3xfer.errors exception for the thread's last error and sets it. */
 PyObject *py_raise_last(void) {
     const s3x_error *e = s3x_error_last();
-    PyObject *mod = PyImport_ImportModule("s3xfer.errors");
-    if (!mod) return NULL;
-    PyObject *exc = PyObject_CallMethod(mod, "_from_c", "isiss", e->code, e->message, e->http_status,
-                                        e->s3_code, e->request_id);
-    Py_DECREF(mod);
+    /* Copied before anything below can call into the library again. */
+    PyObject *msg = text_or_none(e->message ? e->message : "");
+    PyObject *code = text_or_none(e->s3_code ? e->s3_code : "");
+    PyObject *rid = text_or_none(e->request_id ? e->request_id : "");
+    int errcode = e->code, status = e->http_status;
+    PyObject *mod = (msg && code && rid) ? PyImport_ImportModule("s3xfer.errors") : NULL;
+    PyObject *exc = mod ? PyObject_CallMethod(mod, "_from_c", "iOiOO", errcode, msg, status, code, rid) : NULL;
+    Py_XDECREF(mod);
+    Py_XDECREF(msg);
+    Py_XDECREF(code);
+    Py_XDECREF(rid);
     if (!exc) return NULL;
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
     return NULL;
 }
 
+/* The "in" typemap of every const char * argument (s3xfer.i): None is NULL;
+ * a str is encoded as UTF-8 with surrogateescape, so a name that came from a
+ * listing (name_or_none) reaches the server byte for byte. A NUL inside the
+ * str is refused: C would silently cut the name there, and "a\0b" would
+ * address (or delete) the object "a". */
+int py_cstr_arg(PyObject *o, const char *what, PyObject **holder, const char **out) {
+    *holder = NULL;
+    *out = NULL;
+    if (o == Py_None) return 0;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be str, not %.100s", what, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    PyObject *b = PyUnicode_AsEncodedString(o, "utf-8", "surrogateescape");
+    if (!b) return -1;
+    const char *s = PyBytes_AS_STRING(b);
+    if (strlen(s) != (size_t)PyBytes_GET_SIZE(b)) {
+        Py_DECREF(b);
+        PyErr_Format(PyExc_ValueError, "%s contains a NUL character, which a request cannot carry", what);
+        return -1;
+    }
+    *holder = b;
+    *out = s;
+    return 0;
+}
+
+/* A local path as the file system wants it (surrogateescape on POSIX, like
+ * open()); NULs refused for the same reason as above. */
+static PyObject *fs_path(PyObject *str) {
+    PyObject *b = PyUnicode_EncodeFSDefault(str);
+    if (b && strlen(PyBytes_AS_STRING(b)) != (size_t)PyBytes_GET_SIZE(b)) {
+        Py_DECREF(b);
+        PyErr_SetString(PyExc_ValueError, "the file name contains a NUL character");
+        return NULL;
+    }
+    return b;
+}
+
 #define CALL(expr)                    \
     int rc_;                          \
     Py_BEGIN_ALLOW_THREADS rc_ = (expr); \
     Py_END_ALLOW_THREADS if (rc_ != 0) return py_raise_last()
-
-static PyObject *str_or_none(const char *s) {
-    if (!s) Py_RETURN_NONE;
-    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "surrogateescape");
-}
 
 PyObject *py_client_free(s3x_client *c) {
     s3x_client_free(c);
@@ -52,7 +113,7 @@ PyObject *py_client_get(s3x_client *c, int param) {
 
 PyObject *py_client_resolve(s3x_client *c) {
     CALL(s3x_client_resolve(c));
-    return Py_BuildValue("(NN)", str_or_none(s3x_client_endpoint(c)), str_or_none(s3x_client_region(c)));
+    return Py_BuildValue("(NN)", name_or_none(s3x_client_endpoint(c)), name_or_none(s3x_client_region(c)));
 }
 
 PyObject *py_param_info(int param) {
@@ -66,9 +127,9 @@ PyObject *py_strerror(int code) { return PyUnicode_FromString(s3x_strerror(code)
 PyObject *py_version(void) { return PyUnicode_FromString(s3x_version()); }
 
 static PyObject *info_dict(const s3x_object_info *i) {
-    return Py_BuildValue("{s:L,s:N,s:N,s:N,s:N}", "size", (long long)i->size, "etag", str_or_none(i->etag),
-                         "last_modified", str_or_none(i->last_modified), "content_type",
-                         str_or_none(i->content_type), "version_id", str_or_none(i->version_id));
+    return Py_BuildValue("{s:L,s:N,s:N,s:N,s:N}", "size", (long long)i->size, "etag", text_or_none(i->etag),
+                         "last_modified", text_or_none(i->last_modified), "content_type",
+                         text_or_none(i->content_type), "version_id", name_or_none(i->version_id));
 }
 
 PyObject *py_create_bucket(s3x_client *c, const char *bucket) {
@@ -104,7 +165,7 @@ PyObject *py_put_object(s3x_client *c, const char *bucket, const char *key, PyOb
     Py_BEGIN_ALLOW_THREADS rc = s3x_put_object(c, bucket, key, view.buf, (size_t)view.len, content_type, &etag);
     Py_END_ALLOW_THREADS PyBuffer_Release(&view);
     if (rc) return py_raise_last();
-    PyObject *r = str_or_none(etag);
+    PyObject *r = text_or_none(etag);
     s3x_free(etag);
     return r;
 }
@@ -140,19 +201,19 @@ PyObject *py_list_objects(s3x_client *c, const char *bucket, const char *prefix,
     PyObject *pre = PyList_New((Py_ssize_t)l->nprefixes);
     if (!objs || !pre) goto fail;
     for (size_t i = 0; i < l->count; i++) {
-        PyObject *o = Py_BuildValue("{s:N,s:L,s:N,s:N}", "key", str_or_none(l->entries[i].key), "size",
-                                    (long long)l->entries[i].size, "etag", str_or_none(l->entries[i].etag),
-                                    "last_modified", str_or_none(l->entries[i].last_modified));
+        PyObject *o = Py_BuildValue("{s:N,s:L,s:N,s:N}", "key", name_or_none(l->entries[i].key), "size",
+                                    (long long)l->entries[i].size, "etag", text_or_none(l->entries[i].etag),
+                                    "last_modified", text_or_none(l->entries[i].last_modified));
         if (!o) goto fail;
         PyList_SET_ITEM(objs, (Py_ssize_t)i, o);
     }
     for (size_t i = 0; i < l->nprefixes; i++) {
-        PyObject *o = str_or_none(l->prefixes[i]);
+        PyObject *o = name_or_none(l->prefixes[i]);
         if (!o) goto fail;
         PyList_SET_ITEM(pre, (Py_ssize_t)i, o);
     }
     PyObject *res = Py_BuildValue("{s:N,s:N,s:O,s:N}", "objects", objs, "prefixes", pre, "is_truncated",
-                                  l->is_truncated ? Py_True : Py_False, "next_token", str_or_none(l->next_token));
+                                  l->is_truncated ? Py_True : Py_False, "next_token", name_or_none(l->next_token));
     s3x_list_free(l);
     return res;
 fail:
@@ -165,7 +226,7 @@ fail:
 PyObject *py_create_multipart_upload(s3x_client *c, const char *bucket, const char *key, const char *content_type) {
     char *id = NULL;
     CALL(s3x_create_multipart_upload(c, bucket, key, content_type, &id));
-    PyObject *r = str_or_none(id);
+    PyObject *r = name_or_none(id);
     s3x_free(id);
     return r;
 }
@@ -180,7 +241,7 @@ PyObject *py_upload_part(s3x_client *c, const char *bucket, const char *key, con
                                                 (size_t)view.len, &etag);
     Py_END_ALLOW_THREADS PyBuffer_Release(&view);
     if (rc) return py_raise_last();
-    PyObject *r = str_or_none(etag);
+    PyObject *r = text_or_none(etag);
     s3x_free(etag);
     return r;
 }
@@ -213,7 +274,7 @@ PyObject *py_complete_multipart_upload(s3x_client *c, const char *bucket, const 
     Py_END_ALLOW_THREADS free(refs);
     Py_DECREF(seq);
     if (rc) return py_raise_last();
-    PyObject *r = str_or_none(etag);
+    PyObject *r = text_or_none(etag);
     s3x_free(etag);
     return r;
 }
@@ -229,7 +290,7 @@ PyObject *py_list_parts(s3x_client *c, const char *bucket, const char *key, cons
     PyObject *out = PyList_New((Py_ssize_t)l->count);
     for (size_t i = 0; out && i < l->count; i++) {
         PyObject *o = Py_BuildValue("{s:i,s:L,s:N}", "part_number", l->parts[i].part_number, "size",
-                                    (long long)l->parts[i].size, "etag", str_or_none(l->parts[i].etag));
+                                    (long long)l->parts[i].size, "etag", text_or_none(l->parts[i].etag));
         if (!o) {
             Py_CLEAR(out);
             break;
@@ -245,9 +306,9 @@ PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const cha
     CALL(s3x_list_multipart_uploads(c, bucket, prefix, &l));
     PyObject *out = PyList_New((Py_ssize_t)l->count);
     for (size_t i = 0; out && i < l->count; i++) {
-        PyObject *o = Py_BuildValue("{s:N,s:N,s:N}", "key", str_or_none(l->uploads[i].key), "upload_id",
-                                    str_or_none(l->uploads[i].upload_id), "initiated",
-                                    str_or_none(l->uploads[i].initiated));
+        PyObject *o = Py_BuildValue("{s:N,s:N,s:N}", "key", name_or_none(l->uploads[i].key), "upload_id",
+                                    name_or_none(l->uploads[i].upload_id), "initiated",
+                                    text_or_none(l->uploads[i].initiated));
         if (!o) {
             Py_CLEAR(out);
             break;
@@ -265,6 +326,7 @@ typedef struct py_cb {
     PyObject *stream;    /* borrowed: fileobj */
     PyObject *error;     /* exception raised by a callback (type, value, tb) */
     PyObject *etype, *etb;
+    PyObject *scratch;   /* owned: the bytearray stream callbacks see (below) */
     int64_t last_done;
 } py_cb;
 
@@ -301,31 +363,87 @@ static int progress_tramp(int64_t done, int64_t total, void *payload) {
     return stop;
 }
 
+/* Stream callbacks never see the engine's memory (finding 4 of issue 11).
+ *
+ * They used to get a memoryview over the pool buffer itself, released after
+ * the call; but release() cannot revoke a slice taken from the view
+ * (mv[:16] keeps the underlying buffer, not the view), nor a numpy array or
+ * ctypes object exported from it, and the engine frees or reuses its buffers
+ * the moment the callback returns: a callback that kept such an object read
+ * and wrote freed pool memory afterwards. There is no way to revoke a raw
+ * export, so the memory Python sees must be Python's: readinto() fills, and
+ * write() is handed, a view of a bytearray owned by the callback state, and
+ * the bytes are copied between it and the engine's buffer under the GIL.
+ *
+ * The view is not released after the call (there is nothing to protect any
+ * more), and the bytearray is reused for the next call only if nothing but
+ * us refers to it: a kept view, a slice (through the managed buffer) or an
+ * export (through the view) holds a reference, so a callback that keeps
+ * what it was given keeps intact, valid data, and the next call gets a
+ * fresh bytearray. It is at most PY_SCRATCH_MAX bytes:
+ * larger reads and writes are split (readinto may return short counts, and
+ * the engine loops until the part is full or the stream ends), which bounds
+ * the memory this adds to one transfer at 1 MiB beside its pool, and keeps
+ * the copy inside the cache. */
+#define PY_SCRATCH_MAX ((size_t)1 << 20)
+
+static PyObject *scratch_take(py_cb *cb, size_t n) {
+    PyObject *ba = cb->scratch;
+    cb->scratch = NULL;
+    if (ba && (Py_REFCNT(ba) != 1 || (size_t)PyByteArray_GET_SIZE(ba) < n)) Py_CLEAR(ba);
+    if (!ba) ba = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n);
+    return ba;
+}
+
+static void scratch_give_back(py_cb *cb, PyObject *ba) {
+    if (cb->scratch) Py_DECREF(ba); /* a nested call put one back first */
+    else cb->scratch = ba;
+}
+
+/* A memoryview of the first n bytes of ba (read-only unless writable). */
+static PyObject *scratch_view(PyObject *ba, size_t n, int writable) {
+    PyObject *whole = PyMemoryView_FromObject(ba);
+    if (!whole) return NULL;
+    PyObject *part = (size_t)PyByteArray_GET_SIZE(ba) == n ? (Py_INCREF(whole), whole)
+                                                            : PySequence_GetSlice(whole, 0, (Py_ssize_t)n);
+    Py_DECREF(whole);
+    if (!part || writable) return part;
+    PyObject *ro = PyObject_CallMethod(part, "toreadonly", NULL);
+    Py_DECREF(part);
+    return ro;
+}
+
 static int64_t readinto_tramp(void *buf, size_t cap, void *payload) {
     py_cb *cb = payload;
     PyGILState_STATE g = PyGILState_Ensure();
     int64_t n = -1;
-    PyObject *mv = PyMemoryView_FromMemory(buf, (Py_ssize_t)cap, PyBUF_WRITE);
+    size_t want = cap < PY_SCRATCH_MAX ? cap : PY_SCRATCH_MAX;
+    PyObject *ba = scratch_take(cb, want);
+    /* Our own export pins the bytearray's storage for the whole call: the
+     * callback could release the view and resize the bytearray (mv.obj). */
+    Py_buffer pin;
+    int pinned = ba && PyObject_GetBuffer(ba, &pin, PyBUF_WRITABLE) == 0;
+    PyObject *mv = pinned ? scratch_view(ba, want, 1) : NULL;
     if (mv) {
         PyObject *r = PyObject_CallMethod(cb->stream, "readinto", "O", mv);
         if (r) {
             n = r == Py_None ? 0 : PyLong_AsLongLong(r);
-            if (n < 0 || (size_t)n > cap) {
+            if (n < 0 || (size_t)n > want) {
                 if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "readinto() returned an invalid byte count");
+                    PyErr_Format(PyExc_ValueError, "readinto() returned %lld for a buffer of %zu bytes",
+                                 (long long)n, want);
                 n = -1;
             }
             Py_DECREF(r);
         }
+        if (n > 0) memcpy(buf, pin.buf, (size_t)n);
         if (n < 0) keep_exception(cb);
-        /* The memory is C's: make sure Python keeps no view of it. */
-        PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
-        if (!rel) PyErr_Clear();
-        Py_XDECREF(rel);
         Py_DECREF(mv);
     } else {
         keep_exception(cb);
     }
+    if (pinned) PyBuffer_Release(&pin);
+    if (ba) scratch_give_back(cb, ba);
     PyGILState_Release(g);
     return n;
 }
@@ -336,27 +454,34 @@ static int write_tramp(const void *data, size_t len, void *payload) {
     int stop = 0;
     size_t off = 0;
     while (off < len) {
-        PyObject *mv = PyMemoryView_FromMemory((char *)data + off, (Py_ssize_t)(len - off), PyBUF_READ);
+        size_t n = len - off < PY_SCRATCH_MAX ? len - off : PY_SCRATCH_MAX;
+        PyObject *ba = scratch_take(cb, n);
+        PyObject *mv = NULL;
+        if (ba) {
+            memcpy(PyByteArray_AS_STRING(ba), (const char *)data + off, n);
+            mv = scratch_view(ba, n, 0);
+        }
         PyObject *r = mv ? PyObject_CallMethod(cb->stream, "write", "O", mv) : NULL;
-        if (!r) keep_exception(cb);
-        if (mv) {
-            PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
-            if (!rel) PyErr_Clear();
-            Py_XDECREF(rel);
-            Py_DECREF(mv);
-        }
+        if (mv) Py_DECREF(mv);
+        if (ba) scratch_give_back(cb, ba);
         if (!r) {
-            stop = 1;
-            break;
-        }
-        long long w = r == Py_None ? (long long)(len - off) : PyLong_AsLongLong(r);
-        Py_DECREF(r);
-        if (w <= 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_OSError, "write() wrote nothing");
             keep_exception(cb);
             stop = 1;
             break;
         }
+        long long w = r == Py_None ? (long long)n : PyLong_AsLongLong(r);
+        Py_DECREF(r);
+        if (w <= 0 || (size_t)w > n) {
+            if (!PyErr_Occurred()) {
+                if (w <= 0) PyErr_SetString(PyExc_OSError, "write() wrote nothing");
+                else PyErr_Format(PyExc_ValueError, "write() returned %lld for %zu bytes", w, n);
+            }
+            keep_exception(cb);
+            stop = 1;
+            break;
+        }
+        /* A short write (a raw, non-blocking file) is finished from the
+         * engine's bytes, copied again: rare enough not to matter. */
         off += (size_t)w;
     }
     PyGILState_Release(g);
@@ -365,7 +490,7 @@ static int write_tramp(const void *data, size_t len, void *payload) {
 
 static PyObject *result_dict(const s3x_result *r) {
     return Py_BuildValue(
-        "{s:L,s:L,s:d,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:s,s:s}", "bytes",
+        "{s:L,s:L,s:d,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:N,s:N}", "bytes",
         (long long)r->bytes, "parts", (long long)r->parts, "seconds", r->seconds, "io_seconds", r->io_seconds, "requests", (long long)r->requests, "retries",
         (long long)r->retries, "retries_http", (long long)r->retries_http, "retries_network",
         (long long)r->retries_network, "retries_timeout", (long long)r->retries_timeout, "retries_first_byte",
@@ -373,7 +498,8 @@ static PyObject *result_dict(const s3x_result *r) {
         (long long)r->part_size, "concurrency", (long long)r->concurrency, "pool_allocations",
         (long long)r->pool_allocations, "pool_bytes_allocated", (long long)r->pool_bytes_allocated,
         "peak_buffer_bytes", (long long)r->peak_buffer_bytes, "buffer_waits", (long long)r->buffer_waits,
-        "multipart", r->multipart ? Py_True : Py_False, "etag", r->etag, "upload_id", r->upload_id);
+        "multipart", r->multipart ? Py_True : Py_False, "etag", text_or_none(r->etag), "upload_id",
+        name_or_none(r->upload_id));
 }
 
 typedef int (*knob_setter)(void *h, s3x_param p, int64_t v);
@@ -429,13 +555,14 @@ PyObject *py_upload(s3x_client *c, const char *bucket, const char *key, PyObject
     memset(&res, 0, sizeof res);
     int rc;
     if (PyUnicode_Check(source)) {
-        const char *path = PyUnicode_AsUTF8(source);
-        if (!path) {
+        PyObject *fspath = fs_path(source);
+        if (!fspath) {
             s3x_upload_free(u);
             return NULL;
         }
+        const char *path = PyBytes_AS_STRING(fspath);
         Py_BEGIN_ALLOW_THREADS rc = s3x_upload_file(u, bucket, key, path, &res);
-        Py_END_ALLOW_THREADS
+        Py_END_ALLOW_THREADS Py_DECREF(fspath);
     } else if (PyObject_CheckBuffer(source)) {
         Py_buffer view;
         if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE) != 0) {
@@ -450,6 +577,7 @@ PyObject *py_upload(s3x_client *c, const char *bucket, const char *key, PyObject
         Py_END_ALLOW_THREADS
     }
     s3x_upload_free(u);
+    Py_CLEAR(cb.scratch);
     return finish_call(rc, &cb, &res);
 }
 
@@ -469,13 +597,14 @@ PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObje
     memset(&res, 0, sizeof res);
     int rc;
     if (PyUnicode_Check(dest)) {
-        const char *path = PyUnicode_AsUTF8(dest);
-        if (!path) {
+        PyObject *fspath = fs_path(dest);
+        if (!fspath) {
             s3x_download_free(d);
             return NULL;
         }
+        const char *path = PyBytes_AS_STRING(fspath);
         Py_BEGIN_ALLOW_THREADS rc = s3x_download_file(d, bucket, key, path, &res);
-        Py_END_ALLOW_THREADS
+        Py_END_ALLOW_THREADS Py_DECREF(fspath);
     } else if (PyObject_CheckBuffer(dest) && !PyObject_HasAttrString(dest, "write")) {
         Py_buffer view;
         if (PyObject_GetBuffer(dest, &view, PyBUF_WRITABLE) != 0) {
@@ -491,5 +620,6 @@ PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObje
         Py_END_ALLOW_THREADS
     }
     s3x_download_free(d);
+    Py_CLEAR(cb.scratch);
     return finish_call(rc, &cb, &res);
 }

@@ -12,6 +12,11 @@
 PyObject *py_client_new(void);
 #ifndef SWIG
 PyObject *py_raise_last(void);
+/* The conversion of every const char * argument (s3xfer.i's typemap): None
+ * gives NULL; a str is encoded UTF-8 with surrogateescape into *holder (a new
+ * bytes object the caller releases) and *out points into it; a str with a NUL
+ * is a ValueError, anything else a TypeError naming `what`. 0 or -1. */
+int py_cstr_arg(PyObject *o, const char *what, PyObject **holder, const char **out);
 #endif
 PyObject *py_client_free(s3x_client *c);
 PyObject *py_client_set_string(s3x_client *c, int opt, const char *value);
@@ -44,7 +49,10 @@ PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const cha
 #endif
 
 /* Managers. knobs: dict {param id: int}. progress: callable(done, total) or None.
- * Upload source: str path, a bytes-like object, or an object with readinto(). */
+ * Upload source: str path, a bytes-like object, or an object with readinto().
+ * Stream callbacks (readinto, write) get a memoryview of a bytearray of the
+ * binding's own, at most 1 MiB, never of the engine's buffers: what they keep
+ * stays valid (see pyglue.c). */
 PyObject *py_upload(s3x_client *c, const char *bucket, const char *key, PyObject *source, PyObject *knobs,
                     PyObject *progress);
 /* Download destination: str path, a writable bytes-like (bytearray/memoryview),

@@ -30,6 +30,16 @@
 /* The client handle is an opaque pointer to Python. */
 typedef struct s3x_client s3x_client;
 
+/* String arguments: our conversion instead of SWIG's, which encodes strictly
+ * (a key listed with surrogateescape could not be passed back) and passes a
+ * str with a NUL cut short (so "a\0b" named the object "a"). */
+%typemap(in) const char * (PyObject *holder = NULL) {
+    if (py_cstr_arg($input, "argument '$1_name'", &holder, (const char **)&$1) != 0) SWIG_fail;
+}
+%typemap(freearg) const char * {
+    Py_XDECREF(holder$argnum);
+}
+
 /* The helpers below return PyObject* already, or NULL with an exception set. */
 %typemap(out) PyObject * {
     if (!$1) SWIG_fail;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from contextlib import contextmanager
@@ -9,7 +10,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import _core
 from .config import TransferConfig
-from .errors import InvalidConfigError, TransferCancelled
+from .errors import InvalidConfigError, MalformedResponseError, TransferCancelled
 from .result import TransferResult
 
 ProgressFn = Callable[[int], Any]
@@ -176,6 +177,12 @@ class Client:
 
         Returns ``(data, info)`` where info has ``size`` (of the whole object),
         ``etag``, ``last_modified``, ``content_type``, ``version_id``.
+
+        The body is held in memory, so it is capped (1 GiB, the C library's
+        S3X_GET_OBJECT_MAX_BYTES): a larger object or range raises
+        LimitExceededError before it is read; use :meth:`download_file`,
+        :meth:`download_fileobj` or :meth:`download_into`, whose memory is
+        bounded, for those.
         """
         start, end = -1, -1
         if range is not None:
@@ -200,22 +207,59 @@ class Client:
             return _core.py_list_objects(h, bucket, prefix or None, delimiter or None,
                                          continuation_token, max_keys)
 
+    def iter_objects(self, bucket: str, prefix: str = "", delimiter: str = "",
+                     max_keys: int = 0) -> Iterator[Dict[str, Any]]:
+        """Yields every object under ``prefix`` page by page, following
+        continuation tokens (entries as in :meth:`list_objects`).
+
+        A server that hands back a continuation token it gave before would
+        make the listing loop forever: that raises MalformedResponseError, as
+        does a page marked truncated that carries no token (stopping there
+        would pass a partial listing off as complete). A server can still
+        page forever with new tokens; stop that with Ctrl-C, or by not
+        consuming the iterator.
+        """
+        seen = set()
+        token = None
+        pages = 0
+        while True:
+            page = self.list_objects_page(bucket, prefix, delimiter, token, max_keys)
+            pages += 1
+            yield from page["objects"]
+            yield from ({"prefix": p} for p in page["prefixes"])
+            if not page["is_truncated"]:
+                return
+            token = page["next_token"]
+            if not token:
+                raise MalformedResponseError(
+                    f"ListObjectsV2 s3://{bucket}: page {pages} is truncated but carries no continuation "
+                    "token; the listing cannot go on and would be incomplete", errno=-9)
+            # Tokens are kept as digests so a listing of millions of pages
+            # holds 16 bytes per page, whatever the server's tokens weigh.
+            digest = hashlib.blake2b(token.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+            if digest in seen:
+                shown = token if len(token) <= 64 else token[:64] + "..."
+                raise MalformedResponseError(
+                    f"ListObjectsV2 s3://{bucket}: the server returned continuation token {shown!r} a second "
+                    f"time (page {pages}); listing stopped, it would never end", errno=-9)
+            seen.add(digest)
+
     def list_objects(self, bucket: str, prefix: str = "", delimiter: str = "",
                      max_keys: int = 0) -> List[Dict[str, Any]]:
         """Every object under ``prefix`` (following continuation tokens).
 
         Each entry has ``key``, ``size``, ``etag``, ``last_modified``. With a
         delimiter, common prefixes are returned as entries with only ``prefix``.
+        A repeated continuation token raises MalformedResponseError (see
+        :meth:`iter_objects`, which yields the same entries as pages arrive).
+
+        Keys and prefixes that are not valid UTF-8 (S3 never stores such
+        keys, but a server can send anything) come back decoded with
+        ``surrogateescape``, as ``os.listdir`` does for file names: passing
+        such a key back to ``get_object``, ``delete_object`` etc. addresses
+        the same bytes, and distinct keys stay distinct.
         """
-        out: List[Dict[str, Any]] = []
-        token = None
-        while True:
-            page = self.list_objects_page(bucket, prefix, delimiter, token, max_keys)
-            out.extend(page["objects"])
-            out.extend({"prefix": p} for p in page["prefixes"])
-            token = page["next_token"]
-            if not page["is_truncated"] or not token:
-                return out
+        return list(self.iter_objects(bucket, prefix, delimiter, max_keys))
 
     # -- multipart primitives ---------------------------------------------------
     def create_multipart_upload(self, bucket: str, key: str, content_type: Optional[str] = None) -> str:
@@ -290,7 +334,8 @@ class Client:
         within about 250 ms, after the same cleanup. A file that changes
         during the upload fails it with SourceChangedError.
         """
-        return self._upload(os.fspath(filename), bucket, key, config, progress, cancel)
+        # fsdecode: a bytes path must not be taken for the bytes to upload.
+        return self._upload(os.fsdecode(os.fspath(filename)), bucket, key, config, progress, cancel)
 
     def upload_fileobj(self, fileobj, bucket: str, key: str, config: Optional[TransferConfig] = None,
                        progress: Optional[ProgressFn] = None,
@@ -300,6 +345,11 @@ class Client:
         The object is read sequentially until EOF (its length need not be
         known; pipes work); parts are buffered. Bytes-like objects are sent
         from memory without copying.
+
+        ``readinto`` is given a writable memoryview of at most 1 MiB over a
+        buffer of s3xfer's own, copied into the part afterwards, never a view
+        of the transfer's part buffers: keeping it (or a slice of it) is safe,
+        it is simply not reused.
         """
         if isinstance(fileobj, (bytes, bytearray, memoryview)):
             return self._upload(fileobj, bucket, key, config, progress, cancel)
@@ -332,14 +382,20 @@ class Client:
         it only when complete; on failure it is removed and an existing file
         is left untouched.
         """
-        return self._download(os.fspath(filename), bucket, key, config, progress, cancel)
+        return self._download(os.fsdecode(os.fspath(filename)), bucket, key, config, progress, cancel)
 
     def download_fileobj(self, bucket: str, key: str, fileobj, config: Optional[TransferConfig] = None,
                          progress: Optional[ProgressFn] = None,
                          cancel: Optional["CancelToken"] = None) -> TransferResult:
         """Downloads an object in order into a writable binary file object
         (which may be non-seekable: a pipe, ``sys.stdout.buffer``). Memory for
-        reordering ranges is bounded by ``memory_limit`` (or concurrency+1 ranges)."""
+        reordering ranges is bounded by ``memory_limit`` (or concurrency+1 ranges).
+
+        ``write`` is given read-only memoryviews of at most 1 MiB each over a
+        copy of the data in a buffer of s3xfer's own; one that is kept (or a
+        slice of it) keeps valid, unchanged bytes, as that buffer is not
+        reused while referenced. ``write`` may return the count written (a
+        short count is completed by another call) or None for all of it."""
         if not hasattr(fileobj, "write"):
             raise TypeError("fileobj must have write()")
         return self._download(fileobj, bucket, key, config, progress, cancel)
