@@ -1,25 +1,87 @@
 """python -m s3xfer: the command-line tool's cp, ls, mb, rb and rm in Python,
-for machines without the native s3xfer binary on PATH."""
+for machines without the native s3xfer binary on PATH.
+
+It behaves as the native tool does (apps/s3xfer.c): sizes are whole numbers
+with binary units; keys and server text are printed escaped; SIGINT, SIGTERM
+and SIGHUP cancel a running transfer (after its cleanup) and end any other
+command at once, with exit status 128 + the signal number."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import signal
 import sys
-from typing import List, Optional, Tuple
+import threading
+from typing import Callable, List, Optional, Tuple
 
-from . import Client, S3xferError, TransferConfig
+from . import CancelToken, Client, S3xferError, TransferCancelled, TransferConfig
+
+_INT64_MAX = (1 << 63) - 1
+
+# Binary units only, any case; K, M, G, T mean KiB... (as dd and the AWS CLI
+# read them). KB, MB, GB, TB are refused rather than guessed.
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30,
+          "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
 
 
 def _size(text: str) -> int:
-    units = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
-             "mb": 1 << 20, "g": 1 << 30, "gib": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
-    t = text.strip().lower()
-    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = t[len(num):]
-    if unit not in units or not num:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a size (e.g. 8MiB)")
-    return int(float(num) * units[unit])
+    """A size flag's value: digits and an optional unit, nothing else. The old
+    float() parse let "0.5" become 0 (no limit), "1e300" overflow, and
+    "inf"/"nan" through; a benchmark must run what it says it runs."""
+    m = re.fullmatch(r"([0-9]+)([A-Za-z]*)", text)
+    why = None
+    if not text:
+        why = "the value is empty"
+    elif text[0] in "+-":
+        why = "no sign is allowed"
+    elif not m:
+        if re.fullmatch(r"[0-9]*[.,][0-9]*[A-Za-z]*", text):
+            why = "fractions are not allowed (write 1536KiB, not 1.5MiB)"
+        elif re.fullmatch(r"[0-9.]+[eE][-+]?[0-9]+[A-Za-z]*", text):
+            why = "exponents are not allowed"
+        else:
+            why = "it is not a whole number of bytes"
+    elif m.group(2).lower() in ("kb", "mb", "gb", "tb"):
+        why = "KB, MB, GB and TB are ambiguous: write KiB, MiB, GiB, TiB (powers of 1024) or a number of bytes"
+    elif m.group(2).lower() not in _UNITS:
+        why = "unknown unit (use B, KiB, MiB, GiB or TiB; K, M, G, T mean the same)"
+    elif len(m.group(1)) > 19 or int(m.group(1)) * _UNITS[m.group(2).lower()] > _INT64_MAX:
+        why = "it is too large"
+    if why:
+        raise argparse.ArgumentTypeError(f"invalid size {_escape(text)!s}: {why}")
+    assert m is not None
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+# What a terminal would act on rather than show: C0 controls, DEL, C1
+# controls (U+009B is an 8-bit CSI on some terminals), the bidirectional
+# embeddings, overrides and isolates (they reorder the rest of the line), and
+# lone surrogates (bytes that were not UTF-8, decoded with surrogateescape),
+# plus the backslash itself so that every escape is unambiguous.
+_HIDDEN = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_one(m: "re.Match[str]") -> str:
+    ch = m.group()
+    named = _NAMED.get(ch)
+    if named:
+        return named
+    try:
+        raw = ch.encode("utf-8", "surrogateescape")  # U+DC80..U+DCFF: the byte it stood for
+    except UnicodeEncodeError:
+        raw = ch.encode("utf-8", "surrogatepass")
+    return "".join(f"\\x{b:02x}" for b in raw)
+
+
+def _escape(text: object) -> str:
+    """Server-supplied text made safe to print, as the native tool does it:
+    \\\\ for a backslash, \\n \\r \\t, and \\xHH for each UTF-8 byte of any
+    other hidden character and for each byte that was not UTF-8. A key
+    cannot start a new line, move the cursor or clear the screen."""
+    return _HIDDEN.sub(_escape_one, str(text))
 
 
 def _s3url(text: str) -> Optional[Tuple[str, str]]:
@@ -66,7 +128,7 @@ def _config(a) -> TransferConfig:
                           size_hint=a.size_hint)
 
 
-def _cp(c: Client, a) -> int:
+def _cp(c: Client, a, cancel: CancelToken) -> int:
     src, dst = _s3url(a.src), _s3url(a.dst)
     if src and dst:
         raise SystemExit("s3xfer: copying between two S3 locations is not supported yet")
@@ -82,15 +144,16 @@ def _cp(c: Client, a) -> int:
         bar = _Bar(total, "upload") if show else None
         try:
             if a.src == "-":
-                r = c.upload_fileobj(sys.stdin.buffer, bucket, key, config=cfg, progress=bar)
+                r = c.upload_fileobj(sys.stdin.buffer, bucket, key, config=cfg, progress=bar, cancel=cancel)
             else:
-                r = c.upload_file(a.src, bucket, key, config=cfg, progress=bar)
+                r = c.upload_file(a.src, bucket, key, config=cfg, progress=bar, cancel=cancel)
         finally:
             if bar:
                 bar.close()
         if not a.quiet:
-            print(f"upload: {a.src} to s3://{bucket}/{key} ({r.bytes} bytes in {r.seconds:.2f} s, "
-                  f"{r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, {r.retries} retries)")
+            print(f"upload: {_escape(a.src)} to s3://{_escape(bucket)}/{_escape(key)} ({r.bytes} bytes in "
+                  f"{r.seconds:.2f} s, {r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, "
+                  f"{r.retries} retries)")
         return 0
     bucket, key = src
     if not key:
@@ -98,28 +161,33 @@ def _cp(c: Client, a) -> int:
     bar = _Bar(None, "download") if show else None
     try:
         if a.dst == "-":
-            r = c.download_fileobj(bucket, key, sys.stdout.buffer, config=cfg, progress=bar)
+            r = c.download_fileobj(bucket, key, sys.stdout.buffer, config=cfg, progress=bar, cancel=cancel)
             sys.stdout.buffer.flush()
         else:
-            r = c.download_file(bucket, key, a.dst, config=cfg, progress=bar)
+            r = c.download_file(bucket, key, a.dst, config=cfg, progress=bar, cancel=cancel)
     finally:
         if bar:
             bar.close()
     if not a.quiet and a.dst != "-":
-        print(f"download: s3://{bucket}/{key} to {a.dst} ({r.bytes} bytes in {r.seconds:.2f} s, "
-              f"{r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, {r.retries} retries)")
+        print(f"download: s3://{_escape(bucket)}/{_escape(key)} to {_escape(a.dst)} ({r.bytes} bytes in "
+              f"{r.seconds:.2f} s, {r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, "
+              f"{r.retries} retries)")
     return 0
 
 
-def _ls(c: Client, a) -> int:
+def _ls(c: Client, a, cancel: CancelToken) -> int:
     u = _s3url(a.url)
     if not u or not u[0]:
         raise SystemExit("s3xfer: ls needs s3://bucket[/prefix]")
-    for e in c.list_objects(u[0], prefix=u[1], delimiter="/"):
+    # Printed as pages arrive (iter_objects), so a listing that never ends
+    # shows progress and holds one page, and a repeated token stops it.
+    for e in c.iter_objects(u[0], prefix=u[1], delimiter="/"):
+        if cancel.cancelled:
+            break
         if "prefix" in e:
-            print(f"{'':30} PRE {e['prefix']}")
+            print(f"{'':30} PRE {_escape(e['prefix'])}")
         else:
-            print(f"{e['last_modified'] or '':24} {e['size']:12d} {e['key']}")
+            print(f"{_escape(e['last_modified'] or ''):24} {e['size']:12d} {_escape(e['key'])}")
     return 0
 
 
@@ -129,7 +197,7 @@ def _bucket_cmd(c: Client, a, make: bool) -> int:
         raise SystemExit("s3xfer: expected s3://bucket")
     (c.create_bucket if make else c.delete_bucket)(u[0])
     if not a.quiet:
-        print(f"{'make_bucket' if make else 'remove_bucket'}: s3://{u[0]}")
+        print(f"{'make_bucket' if make else 'remove_bucket'}: s3://{_escape(u[0])}")
     return 0
 
 
@@ -139,12 +207,139 @@ def _rm(c: Client, a) -> int:
         raise SystemExit("s3xfer: rm needs s3://bucket/key")
     c.delete_object(*u)
     if not a.quiet:
-        print(f"delete: s3://{u[0]}/{u[1]}")
+        print(f"delete: s3://{_escape(u[0])}/{_escape(u[1])}")
     return 0
 
 
+def _command(a, cancel: CancelToken) -> int:
+    verify = a.ca_bundle or (not a.no_verify_ssl)
+    try:
+        with Client(endpoint_url=a.endpoint_url, region=a.region, profile=a.profile,
+                    addressing_style=a.addressing_style, verify=verify) as c:
+            if a.cmd == "cp":
+                return _cp(c, a, cancel)
+            if a.cmd == "ls":
+                return _ls(c, a, cancel)
+            if a.cmd in ("mb", "rb"):
+                return _bucket_cmd(c, a, a.cmd == "mb")
+            return _rm(c, a)
+    except TransferCancelled as e:
+        if not cancel.cancelled:
+            print(f"s3xfer: {_escape(e)}", file=sys.stderr)
+        return 1  # after a signal, _run reports it and sets the exit status
+    except S3xferError as e:
+        print(f"s3xfer: {_escape(e)}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # `python -m s3xfer ls ... | head`: the reader is gone, stop quietly.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 1
+
+
+_SIGNALS = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+
+
+class _Signalled(BaseException):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_signalled(signum, frame) -> None:
+    raise _Signalled(signum)
+
+
+def _say(text: str) -> None:
+    try:
+        sys.stderr.write(f"s3xfer: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _run(a, body: Callable[[CancelToken], int]) -> int:
+    """Runs the command on a thread of its own while this (the main) thread
+    waits for signals, so that SIGINT, SIGTERM and SIGHUP are acted on at
+    once: Python runs signal handlers only on the main thread and only
+    between bytecodes, never while a blocking C call (a list page, a DELETE
+    that a server holds open) is in progress on it.
+
+    A transfer is cancelled through its CancelToken and waited for: it stops
+    within about 250 ms and cleans up (its multipart upload aborted, a partial
+    file removed); a second signal ends at once. Any other command ends at
+    once. The exit status is 128 + the first signal's number (130 SIGINT,
+    143 SIGTERM, 129 SIGHUP), as shells expect."""
+    cancel = CancelToken()
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["rc"] = body(cancel)
+        except BaseException as e:  # handed to the main thread
+            outcome["exc"] = e
+
+    worker = threading.Thread(target=work, name="s3xfer-command", daemon=True)
+    saved = {s: signal.signal(s, _raise_signalled) for s in _SIGNALS}
+    first = 0
+    try:
+        try:
+            worker.start()
+            while worker.is_alive():
+                worker.join(0.5)
+        except _Signalled as sig:
+            first = sig.signum
+            cancel.cancel()
+            if a.cmd == "cp":
+                try:
+                    while worker.is_alive():
+                        worker.join(0.5)
+                except _Signalled as again:
+                    _say(f"{signal.Signals(again.signum).name} again: exiting without waiting for the "
+                         "cancelled transfer to clean up")
+                    _exit_now(128 + first)
+        if first:
+            _say(f"interrupted by {signal.Signals(first).name}")
+            if worker.is_alive():
+                # The command is inside a blocking C call that has nothing to
+                # clean up: leave without running the interpreter's shutdown
+                # under it.
+                _exit_now(128 + first)
+            return 128 + first
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    if "exc" in outcome:
+        raise outcome["exc"]
+    return outcome["rc"]
+
+
+def _exit_now(code: int) -> None:
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m s3xfer", description="Fast, memory-bounded S3 transfers.")
+    p = argparse.ArgumentParser(
+        prog="python -m s3xfer", description="Fast, memory-bounded S3 transfers.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="SIZE is a whole number of bytes with an optional unit: B, KiB, MiB, GiB, TiB (powers of 1024;\n"
+               "K, M, G, T mean the same; any case), e.g. 8MiB or 8388608. Fractions, signs and exponents\n"
+               "are refused, and so are KB, MB, GB, TB (ambiguous).\n\n"
+               "Output: keys, prefixes and server messages are printed with visible escapes for anything\n"
+               "a terminal would act on: \\\\ for a backslash, \\n \\r \\t, and \\xHH for each byte of other\n"
+               "controls (C0, DEL, C1 U+0080..U+009F as their UTF-8 bytes, bidirectional overrides\n"
+               "U+202A..U+202E, U+2066..U+2069) and of invalid UTF-8.\n\n"
+               "Exit status: 0 success, 1 failure, 2 usage error, 128+N when ended by signal N (130 SIGINT,\n"
+               "143 SIGTERM, 129 SIGHUP). A signal cancels a running transfer and returns after its cleanup\n"
+               "(a multipart upload is aborted, a partial download removed); any other command ends at\n"
+               "once, and so does a second signal.")
     p.add_argument("--endpoint-url")
     p.add_argument("--region")
     p.add_argument("--profile")
@@ -156,14 +351,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     cp = sub.add_parser("cp", help="copy a file (or - for stdin/stdout) to or from s3://bucket/key")
     cp.add_argument("src")
     cp.add_argument("dst")
-    cp.add_argument("--part-size", type=_size)
+    cp.add_argument("--part-size", type=_size, metavar="SIZE")
     cp.add_argument("--concurrency", type=int)
     cp.add_argument("--buffer-strategy", choices=["auto", "buffered", "unbuffered"])
     cp.add_argument("--pool", choices=["bounded", "cache", "malloc"])
     cp.add_argument("--checksum", choices=["none", "crc32c", "crc32", "sha256", "md5"])
     cp.add_argument("--checksum-location", choices=["auto", "header", "trailer"])
-    cp.add_argument("--memory-limit", type=_size)
-    cp.add_argument("--size-hint", type=_size)
+    cp.add_argument("--memory-limit", type=_size, metavar="SIZE")
+    cp.add_argument("--size-hint", type=_size, metavar="SIZE")
     cp.add_argument("--max-attempts", type=int)
     cp.add_argument("--slow-part-timeout", help="off, dynamic or milliseconds")
     cp.add_argument("--progress", dest="progress", action="store_true", default=None)
@@ -173,23 +368,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         sp = sub.add_parser(name, help=helptext)
         sp.add_argument("url")
     a = p.parse_args(argv)
-    verify = a.ca_bundle or (not a.no_verify_ssl)
-    try:
-        with Client(endpoint_url=a.endpoint_url, region=a.region, profile=a.profile,
-                    addressing_style=a.addressing_style, verify=verify) as c:
-            if a.cmd == "cp":
-                return _cp(c, a)
-            if a.cmd == "ls":
-                return _ls(c, a)
-            if a.cmd in ("mb", "rb"):
-                return _bucket_cmd(c, a, a.cmd == "mb")
-            return _rm(c, a)
-    except S3xferError as e:
-        print(f"s3xfer: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("s3xfer: interrupted", file=sys.stderr)
-        return 130
+    if threading.current_thread() is not threading.main_thread():
+        # Signal handlers can only be set from the main thread; whoever runs
+        # main() elsewhere handles signals.
+        return _command(a, CancelToken())
+    return _run(a, lambda cancel: _command(a, cancel))
 
 
 if __name__ == "__main__":
