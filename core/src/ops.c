@@ -1,6 +1,7 @@
 /* The single S3 operations of the public API. */
 #include "client_internal.h"
 #include "error.h"
+#include "range.h"
 #include "s3xml.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,29 @@ static int64_t object_size_of(const s3x_http_req *r) {
     return t >= 0 ? t : r->content_length;
 }
 
+/* A ranged GET must be answered with the bytes asked for: a 206 whose
+ * Content-Range starts at range_start and ends at range_end (or the object's
+ * last byte), with a Content-Length to match. A 200 means the server ignored
+ * the Range header; its body is not what the caller asked for. */
+static int check_range_answer(const s3x_http_req *r, const char *asked, int64_t start, int64_t end) {
+    if (start < 0 && end < 0) return 0;
+    s3x_crange cr;
+    if (r->status != 206)
+        return s3x_seterr(S3X_ENETWORK, "%s s3://%s/%s: asked for %s, got HTTP %ld without a range "
+                          "(the server ignored the Range header)", r->op, r->bucket, r->key, asked, r->status);
+    if (!r->content_range || s3x_crange_parse(r->content_range, strlen(r->content_range), &cr) || cr.first < 0)
+        return s3x_seterr(S3X_ENETWORK, "%s s3://%s/%s: a 206 with a missing or malformed Content-Range", r->op,
+                          r->bucket, r->key);
+    int64_t want_last = end;
+    if (cr.total >= 0 && (end < 0 || end >= cr.total)) want_last = cr.total - 1;
+    if (cr.first != start || (want_last >= 0 && cr.last != want_last) ||
+        (r->content_length >= 0 && r->content_length != cr.last - cr.first + 1))
+        return s3x_seterr(S3X_ENETWORK, "%s s3://%s/%s: asked for %s, the server sent bytes %lld-%lld "
+                          "(Content-Length %lld)", r->op, r->bucket, r->key, asked, (long long)cr.first,
+                          (long long)cr.last, (long long)r->content_length);
+    return 0;
+}
+
 static int check_complete_body(s3x_http_req *r) {
     /* A body shorter than Content-Length is a broken transfer, never success. */
     if (r->content_length >= 0 && r->bytes_in != r->content_length)
@@ -181,6 +205,7 @@ int s3x_get_object(s3x_client *c, const char *bucket, const char *key, int64_t r
     if ((rc = set_range(&r, range, sizeof range, range_start, range_end))) return rc;
     rc = run(c, &r);
     if (!rc) rc = check_complete_body(&r);
+    if (!rc) rc = check_range_answer(&r, range, range_start, range_end);
     if (!rc) {
         if (info) fill_info(&r, info, object_size_of(&r));
         size_t n = r.resp_body.len;
@@ -206,6 +231,7 @@ int s3x_get_object_stream(s3x_client *c, const char *bucket, const char *key, in
     if ((rc = set_range(&r, range, sizeof range, range_start, range_end))) return rc;
     rc = run(c, &r);
     if (!rc) rc = check_complete_body(&r);
+    if (!rc) rc = check_range_answer(&r, range, range_start, range_end);
     if (!rc && info) fill_info(&r, info, object_size_of(&r));
     s3x_http_req_reset(c, &r);
     return rc;

@@ -54,9 +54,9 @@ class LyingHandler(http.server.BaseHTTPRequestHandler):
         h = self.headers.get("Range")
         if not h:
             return None
-        m = re.fullmatch(r"bytes=(\d+)-(\d+)", h)
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", h)
         assert m, h
-        return int(m.group(1)), int(m.group(2))
+        return int(m.group(1)), int(m.group(2)) if m.group(2) else N - 1
 
     def _send(self, status, body, content_range=None, content_length=None, close=False, etag=ETAG,
               extra=()):
@@ -345,3 +345,17 @@ def test_new_file_gets_the_umask_default(client, boto, bucket, tmp_path):
     assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o640
     assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o644
     assert (tmp_path / "a").read_bytes() == b"hello"
+
+
+def test_ranged_get_object_checks_the_range(liar, liar_client):
+    """The single operation get_object(range=...) holds the server to the
+    range it asked for, as the download manager does."""
+    body, info = liar_client.get_object(BUCKET, KEY, range=(P, 2 * P - 1))
+    assert body == DATA[P:2 * P]
+    body, info = liar_client.get_object(BUCKET, KEY, range=(2 * P, None))
+    assert body == DATA[2 * P:]
+    for mode, words in (("ignore_range", "ignored the Range"), ("wrong_offset", "server sent bytes")):
+        liar.mode = mode
+        with pytest.raises(s3xfer.S3xferError) as ei:
+            liar_client.get_object(BUCKET, KEY, range=(P, 2 * P - 1))
+        assert words in str(ei.value), str(ei.value)
