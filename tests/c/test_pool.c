@@ -380,7 +380,7 @@ static void test_upload_pattern(void) {
 
 /* The upload manager keeps its pool between transfers and, at the start of
  * each one, sets the limit to concurrency + 1 with s3x_pool_set_limit and
- * resets the counters (core/src/upload.c, run_upload). After a transfer at concurrency 16 the
+ * resets the counters (core/src/xfer/upload.c, run_upload). After a transfer at concurrency 16 the
  * pool keeps 17 buffers; a next transfer at concurrency 2 must hold at most
  * 3, as DESIGN.md requires ("a bounded pool holds at most concurrency+1 part
  * buffers") and as the memory_limit check assumes. */

@@ -1,4 +1,4 @@
-/* The aws-chunked encoder (core/src/chunked.c). The input chooses the
+/* The aws-chunked encoder (core/src/proto/chunked.c). The input chooses the
  * checksum, the body's size (up to about 1 MiB, so bodies span several
  * 256 KiB chunks; its bytes repeat the input), the sizes of the buffers the
  * encoder is asked to fill, and how many bytes each pull returns.

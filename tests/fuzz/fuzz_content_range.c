@@ -1,4 +1,4 @@
-/* Content-Range and Content-Length parsing (core/src/range.c). The input is
+/* Content-Range and Content-Length parsing (core/src/proto/range.c). The input is
  * a header value as the header callback hands it over (not NUL-terminated).
  *
  * Properties, checked against a second implementation written differently

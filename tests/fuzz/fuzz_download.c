@@ -1,4 +1,4 @@
-/* The download's state machine (core/src/range.c, as core/src/download.c
+/* The download's state machine (core/src/proto/range.c, as core/src/xfer/download.c
  * drives it) against a scripted server. The input is the script: the plan
  * (part size, concurrency, the destination's capacity), the size and ETag
  * the server believes in, then for each response to an in-flight request

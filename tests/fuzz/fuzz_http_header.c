@@ -1,4 +1,4 @@
-/* The HTTP response header callback (on_header in core/src/http.c, through
+/* The HTTP response header callback (on_header in core/src/net/http.c, through
  * s3x_http_parse_header_line). The input is split into lines after each LF,
  * as curl hands them over (the LF kept), and fed in order to one request.
  *

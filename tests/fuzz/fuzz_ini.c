@@ -1,4 +1,4 @@
-/* The shared config/credentials parser (core/src/ini.c). The input is the
+/* The shared config/credentials parser (core/src/proto/ini.c). The input is the
  * file's text; an input starting with 0xFF 'L' is expanded first (two bytes
  * of count, a byte to repeat, a split point) so that lines around the 64 KiB
  * limit are reachable from small inputs.

@@ -1,4 +1,4 @@
-/* Bucket, region and endpoint-authority validation (core/src/names.c): what
+/* Bucket, region and endpoint-authority validation (core/src/util/names.c): what
  * is accepted can never end, extend or redirect a URL's host. Input: a
  * control byte (which check), then the name. */
 #include "fuzz.h"
