@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -128,6 +129,23 @@ def _config(a) -> TransferConfig:
                           size_hint=a.size_hint)
 
 
+class _StdinReader:
+    """stdin for an upload, read so that a signal is acted on even while no
+    byte arrives: a blocking read on a stalled pipe would hold the transfer
+    (and its cleanup) until the writer sends something."""
+
+    def __init__(self, fd: int, cancel: CancelToken):
+        self._fd, self._cancel = fd, cancel
+
+    def readinto(self, b) -> int:
+        while True:
+            if self._cancel.cancelled:
+                raise TransferCancelled("the upload from stdin was interrupted", errno=-11)
+            ready, _, _ = select.select([self._fd], [], [], 0.2)
+            if ready:
+                return os.readv(self._fd, [b])
+
+
 def _cp(c: Client, a, cancel: CancelToken) -> int:
     src, dst = _s3url(a.src), _s3url(a.dst)
     if src and dst:
@@ -144,7 +162,8 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
         bar = _Bar(total, "upload") if show else None
         try:
             if a.src == "-":
-                r = c.upload_fileobj(sys.stdin.buffer, bucket, key, config=cfg, progress=bar, cancel=cancel)
+                r = c.upload_fileobj(_StdinReader(sys.stdin.fileno(), cancel), bucket, key, config=cfg,
+                                     progress=bar, cancel=cancel)
             else:
                 r = c.upload_file(a.src, bucket, key, config=cfg, progress=bar, cancel=cancel)
         finally:
@@ -242,6 +261,9 @@ def _command(a, cancel: CancelToken) -> int:
 _SIGNALS = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
 
 
+_CLEANUP_SECONDS = 30
+
+
 class _Signalled(BaseException):
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -269,17 +291,25 @@ def _run(a, body: Callable[[CancelToken], int]) -> int:
 
     A transfer is cancelled through its CancelToken and waited for: it stops
     within about 250 ms and cleans up (its multipart upload aborted, a partial
-    file removed); a second signal ends at once. Any other command ends at
-    once. The exit status is 128 + the first signal's number (130 SIGINT,
-    143 SIGTERM, 129 SIGHUP), as shells expect."""
+    file removed); a second signal, or a cleanup still running after
+    _CLEANUP_SECONDS (a stalled reader of stdout), ends it at once. Any other
+    command ends at once. The exit status is 128 + the first signal's number
+    (130 SIGINT, 143 SIGTERM, 129 SIGHUP), as shells expect."""
     cancel = CancelToken()
     outcome: dict = {}
+    # Waited on through an Event, not Thread.join(): CPython 3.11 marks a
+    # thread as stopped when a signal handler raises inside join()
+    # (bpo-45274's fix), and is_alive() would then lie about a transfer still
+    # cleaning up.
+    done = threading.Event()
 
     def work() -> None:
         try:
             outcome["rc"] = body(cancel)
         except BaseException as e:  # handed to the main thread
             outcome["exc"] = e
+        finally:
+            done.set()
 
     worker = threading.Thread(target=work, name="s3xfer-command", daemon=True)
     saved = {s: signal.signal(s, _raise_signalled) for s in _SIGNALS}
@@ -287,22 +317,24 @@ def _run(a, body: Callable[[CancelToken], int]) -> int:
     try:
         try:
             worker.start()
-            while worker.is_alive():
-                worker.join(0.5)
+            while not done.wait(0.5):
+                pass
         except _Signalled as sig:
             first = sig.signum
             cancel.cancel()
             if a.cmd == "cp":
                 try:
-                    while worker.is_alive():
-                        worker.join(0.5)
+                    if not done.wait(_CLEANUP_SECONDS):
+                        _say(f"the cancelled transfer did not finish its cleanup within {_CLEANUP_SECONDS} s; "
+                             "exiting without it")
+                        _exit_now(128 + first)
                 except _Signalled as again:
                     _say(f"{signal.Signals(again.signum).name} again: exiting without waiting for the "
                          "cancelled transfer to clean up")
                     _exit_now(128 + first)
         if first:
             _say(f"interrupted by {signal.Signals(first).name}")
-            if worker.is_alive():
+            if not done.is_set():
                 # The command is inside a blocking C call that has nothing to
                 # clean up: leave without running the interpreter's shutdown
                 # under it.

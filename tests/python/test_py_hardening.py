@@ -500,6 +500,36 @@ def test_python_m_s3xfer_ls_ends_promptly_on_a_signal(fake, sig, server):
     assert b"Traceback" not in err
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_python_m_s3xfer_cp_from_a_stalled_stdin_cleans_up_on_a_signal(s3env, client, bucket, sig):
+    """An upload that has sent parts and then waits on stdin: the signal
+    cancels it, its multipart upload is aborted, and the exit is prompt."""
+    env = dict(os.environ, AWS_ENDPOINT_URL=s3env["endpoint_url"], AWS_ACCESS_KEY_ID=s3env["access_key"],
+               AWS_SECRET_ACCESS_KEY=s3env["secret_key"])
+    proc = subprocess.Popen([sys.executable, "-m", "s3xfer", "cp", "--part-size", "5MiB", "-", f"s3://{bucket}/k"],
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(os.urandom(12 * MiB))  # two parts' worth, and then nothing
+        proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while not client.list_multipart_uploads(bucket) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.list_multipart_uploads(bucket), "the upload never started"
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=15)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + sig, err
+    assert took < 5, took
+    assert f"interrupted by {signal.Signals(sig).name}".encode() in err and b"Traceback" not in err
+    assert client.list_multipart_uploads(bucket) == []
+    assert client.list_objects(bucket) == []
+
+
 # --------------------------------------------- finding 9: escaped output
 
 # Keys as the XML of a listing carries them (a raw ESC is not valid XML 1.0,
