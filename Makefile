@@ -19,7 +19,7 @@ CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 export PYTHONPATH := $(BUILD)/python:$(ROOT)/tests:$(PYTHONPATH)
 export S3X_BUILD_DIR := $(BUILD)
 
-.PHONY: help deps venv build asan ctest ctest-asan pytest pytest-asan-cli install-check bench demo test server-start server-stop clean \
+.PHONY: help deps venv build asan ctest ctest-asan pytest pytest-asan-cli pytest-asan-py install-check bench demo test server-start server-stop clean \
         fuzz-build fuzz fuzz-ci fuzz-replay
 
 help:
@@ -66,9 +66,19 @@ pytest: build
 # engine under ASan/UBSan (a sanitizer report exits 86 and fails the test).
 pytest-asan-cli: build asan
 	@S3X_BUILD_DIR=$(ASAN_BUILD) ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
-	  scripts/with-local-s3 $(PY) -m pytest -q tests/python/test_cli.py
+	  scripts/with-local-s3 $(PY) -m pytest -q tests/python/test_cli.py tests/python/test_cli_hardening.py
 
-test: ctest ctest-asan install-check pytest pytest-asan-cli
+# The Python API tests again in-process with an ASan/UBSan build of the module
+# (scripts/build-asan-module): the bindings' buffer handling under the sanitizers.
+pytest-asan-py: build
+	@eval "$$(scripts/build-asan-module --env $(ASAN_BUILD)-python)"; \
+	  LD_PRELOAD=$$S3X_ASAN_PRELOAD ASAN_OPTIONS=detect_leaks=0:exitcode=86 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+	  PYTHONPATH=$$S3X_ASAN_PYTHONPATH:$(ROOT)/tests scripts/with-local-s3 $(PY) -m pytest -q \
+	  tests/python/test_py_hardening.py tests/python/test_python_api.py tests/python/test_ops.py \
+	  tests/python/test_upload.py tests/python/test_download.py
+
+test: ctest ctest-asan install-check pytest pytest-asan-cli pytest-asan-py
 
 # Fuzzing (tests/fuzz/README.md). Every corpus is also replayed by ctest in
 # both builds above (ctest, ctest-asan), so make test covers fuzz-replay.
