@@ -597,7 +597,9 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
     R->nslots = (int)c;
     s3x_sched S;
     s3x_sched_init(&S, x->client, R->nslots);
-    snprintf(R->t.what, sizeof R->t.what, "download of s3://%s/%s", R->bucket, R->key);
+    R->t.what = "download of";
+    R->t.bucket = R->bucket;
+    R->t.key = R->key;
     if ((rc = s3x_sched_add(&S, &R->t, &download_kind, R, x, R->nslots, 1))) {
         s3x_xfer_end(x);
         return rc;

@@ -107,7 +107,9 @@ static void on_part_done(s3x_http_req *r, void *payload) {
         if (t->kind->release) t->kind->release(t, p);
         return;
     }
-    s3x_xfer_learn(x, r);
+    /* A side request (the download's HEAD) is not a part: the first-byte
+     * timeout learns from parts only. */
+    if (!p->side) s3x_xfer_learn(x, r);
     int next = t->kind->take(t, p);
     if (next < 0) {
         s3x_xfer_fail(x);
@@ -231,7 +233,7 @@ int s3x_sched_run(s3x_sched *s) {
         for (s3x_transfer *t = s->head; t; t = t->next) {
             if (t->finished) continue;
             s3x_xfer *x = t->x;
-            if (s3x_xfer_cancelled(x) && !x->failed) s3x_xfer_failf(x, S3X_ECANCELLED, "%s cancelled", t->what);
+            if (s3x_xfer_cancelled(x) && !x->failed) s3x_xfer_failf(x, S3X_ECANCELLED, "%s s3://%s/%s cancelled", t->what, t->bucket, t->key);
             if (!x->failed && t->kind->tick && t->kind->tick(t) < 0) s3x_xfer_fail(x);
             if (!x->failed) start_due(t, now);
         }

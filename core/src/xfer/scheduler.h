@@ -105,7 +105,8 @@ typedef struct s3x_transfer {
     const s3x_kind *kind;
     void *ctx;                 /* the kind's run state */
     s3x_xfer *x;               /* knobs, policy, result, cancel flag, error */
-    char what[96];             /* "upload to s3://b/k", for the cancel message */
+    const char *what;          /* "upload to", "download of": for the cancel message */
+    const char *bucket, *key;  /* the object, for the same */
     unsigned char *parts;      /* nparts + nside parts of kind->part_size bytes */
     int nparts, nside;
     int inflight;              /* parts INFLIGHT (side ones included) */

@@ -691,7 +691,9 @@ static int setup_parts(run *R, s3x_sched *S, int single) {
     R->parts = calloc(MAX_PARTS, sizeof *R->parts);
     if (!R->parts) return s3x_seterr(S3X_ENOMEM, "out of memory");
     s3x_sched_init(S, R->x->client, (int)nslots);
-    snprintf(R->t.what, sizeof R->t.what, "upload to s3://%s/%s", R->bucket, R->key);
+    R->t.what = "upload to";
+    R->t.bucket = R->bucket;
+    R->t.key = R->key;
     return s3x_sched_add(S, &R->t, &upload_kind, R, R->x, (int)nslots, 0);
 }
 
