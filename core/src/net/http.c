@@ -209,66 +209,84 @@ static int append_query(s3x_buf *url, const s3x_http_req *r) {
 
 static void amz_now(char out[17]) { s3x_amz_date((int64_t)time(NULL), out); }
 
-int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
-    int rc = s3x_client_ensure(c);
-    if (rc) return rc;
-    r->status = 0;
-    r->content_length = -1;
-    r->t_start = s3x_now();
+/* s3x_http_prepare in steps: the URL, the payload hash, the signed header
+ * list, the easy handle and its options. */
 
-    /* path and URL */
-    s3x_buf path = S3X_BUF_INIT, host = S3X_BUF_INIT;
+/* The request's host and encoded path, and r->url from them. The host is
+ * built only from a validated bucket and the validated endpoint authority:
+ * no name can redirect a signed request. */
+static int build_url(s3x_client *c, s3x_http_req *r, s3x_buf *path, s3x_buf *host) {
     int path_style = c->path_style;
-    /* The host is built only from a validated bucket and the validated
-     * endpoint authority: no name can redirect a signed request. */
+    int rc;
     if (r->bucket && (rc = s3x_client_bucket_addressing(c, r->bucket, &path_style))) return rc;
     if (r->bucket && path_style) {
-        rc = s3x_buf_printf(&path, "/%s", r->bucket);
-        if (!rc && r->key) rc = s3x_buf_puts(&path, "/");
-        if (!rc) rc = s3x_buf_puts(&host, c->hostport);
+        rc = s3x_buf_printf(path, "/%s", r->bucket);
+        if (!rc && r->key) rc = s3x_buf_puts(path, "/");
+        if (!rc) rc = s3x_buf_puts(host, c->hostport);
     } else if (r->bucket) {
-        rc = s3x_buf_printf(&host, "%s.%s", r->bucket, c->hostport);
-        if (!rc) rc = s3x_buf_puts(&path, "/");
+        rc = s3x_buf_printf(host, "%s.%s", r->bucket, c->hostport);
+        if (!rc) rc = s3x_buf_puts(path, "/");
     } else {
-        rc = s3x_buf_puts(&path, "/");
-        if (!rc) rc = s3x_buf_puts(&host, c->hostport);
+        rc = s3x_buf_puts(path, "/");
+        if (!rc) rc = s3x_buf_puts(host, c->hostport);
     }
-    if (!rc && r->key) rc = s3x_uri_encode(&path, r->key, strlen(r->key), 0);
+    if (!rc && r->key) rc = s3x_uri_encode(path, r->key, strlen(r->key), 0);
     s3x_buf_clear(&r->url);
-    if (!rc) rc = s3x_buf_printf(&r->url, "%s://%s%s", c->scheme, host.data, path.data);
+    if (!rc) rc = s3x_buf_printf(&r->url, "%s://%s%s", c->scheme, host->data, path->data);
     if (!rc) rc = append_query(&r->url, r);
-    if (rc) goto done;
+    return rc;
+}
 
-    /* payload hash */
-    char hash[65];
-    const char *payload_hash = r->payload_hash;
-    int64_t decoded = r->read_fn ? r->body_size : (int64_t)r->body_len;
+/* The x-amz-content-sha256 value: the caller's, the streaming-trailer
+ * marker (and the aws-chunked encoder started), UNSIGNED-PAYLOAD, or the
+ * SHA-256 of a memory body (into hash). *decoded: the body's length. */
+static int choose_payload_hash(s3x_client *c, s3x_http_req *r, char hash[65], int64_t *decoded,
+                               const char **payload_hash) {
+    *payload_hash = r->payload_hash;
+    *decoded = r->read_fn ? r->body_size : (int64_t)r->body_len;
     if (r->trailer_kind) {
         /* The checksum trails the body (aws-chunked), computed as it is sent. */
-        if ((rc = s3x_chunked_begin(&r->chunked, r->trailer_kind, decoded))) goto done;
-        r->wire_size = s3x_chunked_length(r->trailer_kind, decoded);
+        int rc = s3x_chunked_begin(&r->chunked, r->trailer_kind, *decoded);
+        if (rc) return rc;
+        r->wire_size = s3x_chunked_length(r->trailer_kind, *decoded);
         r->wire_out = 0;
-        payload_hash = S3X_STREAMING_UNSIGNED_TRAILER;
-    } else if (!payload_hash) {
+        *payload_hash = S3X_STREAMING_UNSIGNED_TRAILER;
+    } else if (!*payload_hash) {
         int64_t mode = c->params[S3X_PARAM_PAYLOAD_SIGNING];
         int has_checksum = 0;
         for (size_t i = 0; i < r->nheaders; i++)
             if (!strncasecmp(r->headers[i].key, "x-amz-checksum-", 15) || !strcasecmp(r->headers[i].key, "content-md5"))
                 has_checksum = 1;
         if (r->read_fn || mode == S3X_PAYLOAD_UNSIGNED || (mode == S3X_PAYLOAD_AUTO && has_checksum)) {
-            payload_hash = S3X_UNSIGNED_PAYLOAD;
+            *payload_hash = S3X_UNSIGNED_PAYLOAD;
         } else {
             s3x_sha256_hex(r->body ? r->body : "", r->body ? r->body_len : 0, hash);
-            payload_hash = hash;
+            *payload_hash = hash;
         }
     }
+    return 0;
+}
 
-    /* signed headers: ours plus the caller's */
+/* Appends "key: value" to r->slist. 0 or S3X_ENOMEM. */
+static int slist_add(s3x_http_req *r, s3x_buf *line, const char *key, const char *value) {
+    s3x_buf_clear(line);
+    if (value ? s3x_buf_printf(line, "%s: %s", key, value) : s3x_buf_puts(line, key)) return S3X_ENOMEM;
+    struct curl_slist *ns = curl_slist_append(r->slist, line->data);
+    if (!ns) return S3X_ENOMEM;
+    r->slist = ns;
+    return 0;
+}
+
+/* Signs the request (our headers plus the caller's) and builds r->slist:
+ * the signed headers, Authorization, and no Expect (no 100-continue round
+ * trip) nor default Accept. The Authorization line is wiped after use. */
+static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const char *path,
+                        const char *payload_hash, int64_t decoded) {
     char date[17];
     amz_now(date);
     s3x_kv hdrs[S3X_MAX_HEADERS + 7];
     size_t nh = 0;
-    hdrs[nh++] = (s3x_kv){"host", host.data};
+    hdrs[nh++] = (s3x_kv){"host", host};
     hdrs[nh++] = (s3x_kv){"x-amz-date", date};
     hdrs[nh++] = (s3x_kv){"x-amz-content-sha256", payload_hash};
     if (c->session_token) hdrs[nh++] = (s3x_kv){"x-amz-security-token", c->session_token};
@@ -283,58 +301,47 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
 
     s3x_sigv4_input in = {
         .access_key = c->access_key, .secret_key = c->secret_key, .region = c->region,
-        .service = "s3", .amz_date = date, .method = r->method, .encoded_path = path.data,
+        .service = "s3", .amz_date = date, .method = r->method, .encoded_path = path,
         .query = r->query, .nquery = r->nquery, .headers = hdrs, .nheaders = nh,
         .payload_hash = payload_hash,
     };
     s3x_sigv4_output out;
     memset(&out, 0, sizeof out);
-    rc = s3x_sigv4_sign(&in, &out);
+    int rc = s3x_sigv4_sign(&in, &out);
     if (rc) {
         s3x_sigv4_output_free(&out);
-        goto done;
+        return rc;
     }
-
-    /* curl handle */
-    if (!r->easy) {
-        if (c->nidle) r->easy = c->idle[--c->nidle];
-        else r->easy = curl_easy_init();
-        if (!r->easy) {
-            s3x_sigv4_output_free(&out);
-            rc = s3x_seterr(S3X_ENOMEM, "curl_easy_init failed");
-            goto done;
-        }
-    }
-    CURL *e = r->easy;
     curl_slist_free_all(r->slist);
     r->slist = NULL;
     s3x_buf line = S3X_BUF_INIT;
-    for (size_t i = 0; i < nh && !rc; i++) {
-        s3x_buf_clear(&line);
-        rc = s3x_buf_printf(&line, "%s: %s", hdrs[i].key, hdrs[i].value);
-        struct curl_slist *ns = rc ? NULL : curl_slist_append(r->slist, line.data);
-        if (!ns) rc = S3X_ENOMEM;
-        else r->slist = ns;
-    }
-    s3x_buf_clear(&line);
-    if (!rc) rc = s3x_buf_printf(&line, "Authorization: %s", out.authorization.data);
+    for (size_t i = 0; i < nh && !rc; i++) rc = slist_add(r, &line, hdrs[i].key, hdrs[i].value);
     if (!rc) {
-        struct curl_slist *ns = curl_slist_append(r->slist, line.data);
-        if (ns) r->slist = ns; else rc = S3X_ENOMEM;
-        /* No 100-continue round trip; no default Accept header. */
-        if (ns && !(ns = curl_slist_append(r->slist, "Expect:"))) rc = S3X_ENOMEM;
-        if (ns) r->slist = ns;
-        if (ns && !(ns = curl_slist_append(r->slist, "Accept:"))) rc = S3X_ENOMEM;
-        if (ns) r->slist = ns;
+        rc = slist_add(r, &line, "Authorization", out.authorization.data);
+        if (line.data) s3x_wipe(line.data, line.len);
     }
-    memset(line.data ? line.data : (char *)"", 0, line.len);
+    if (!rc) rc = slist_add(r, &line, "Expect:", NULL);
+    if (!rc) rc = slist_add(r, &line, "Accept:", NULL);
     s3x_buf_free(&line);
     s3x_sigv4_output_free(&out);
-    if (rc) {
-        rc = s3x_seterr(S3X_ENOMEM, "out of memory building request headers");
-        goto done;
-    }
+    if (rc) return s3x_seterr(S3X_ENOMEM, "out of memory building request headers");
+    return 0;
+}
 
+/* An easy handle for r: its own from a previous attempt, an idle one of the
+ * client's, or a new one. */
+static int take_easy(s3x_client *c, s3x_http_req *r) {
+    if (r->easy) return 0;
+    if (c->nidle) r->easy = c->idle[--c->nidle];
+    else r->easy = curl_easy_init();
+    if (!r->easy) return s3x_seterr(S3X_ENOMEM, "curl_easy_init failed");
+    return 0;
+}
+
+/* The easy handle's options: URL, headers, callbacks, timeouts, buffer
+ * sizes, TLS, and the method with its body. */
+static void set_easy_options(s3x_client *c, s3x_http_req *r, int64_t decoded) {
+    CURL *e = r->easy;
     curl_easy_setopt(e, CURLOPT_URL, r->url.data);
     curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->slist);
@@ -379,7 +386,23 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     } else if (strcmp(r->method, "GET")) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
     }
-done:
+}
+
+int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
+    int rc = s3x_client_ensure(c);
+    if (rc) return rc;
+    r->status = 0;
+    r->content_length = -1;
+    r->t_start = s3x_now();
+    s3x_buf path = S3X_BUF_INIT, host = S3X_BUF_INIT;
+    char hash[65];
+    const char *payload_hash = NULL;
+    int64_t decoded = 0;
+    rc = build_url(c, r, &path, &host);
+    if (!rc) rc = choose_payload_hash(c, r, hash, &decoded, &payload_hash);
+    if (!rc) rc = sign_headers(c, r, host.data, path.data, payload_hash, decoded);
+    if (!rc) rc = take_easy(c, r);
+    if (!rc) set_easy_options(c, r, decoded);
     s3x_buf_free(&path);
     s3x_buf_free(&host);
     if (rc == S3X_ENOMEM && s3x_error_last()->code != S3X_ENOMEM)

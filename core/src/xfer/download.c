@@ -11,7 +11,7 @@
 #include "error.h"
 #include "params_internal.h"
 #include "range.h"
-#include "xfer.h"
+#include "scheduler.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,10 +30,12 @@ struct s3x_download {
 
 enum dst_kind { DST_FILE, DST_MEM, DST_STREAM };
 
-enum { RS_FREE, RS_INFLIGHT, RS_BACKOFF, RS_READY /* stream: filled, waiting to be delivered */ };
-
+/* One range of the download (or, as the side part, the HEAD that asks for
+ * the full-object checksum): what it asks for and where its bytes go. Its
+ * request, attempts and state are the scheduler's (base); a stream's range
+ * that arrived waits HELD until it is next in order. */
 typedef struct rslot {
-    int state;
+    s3x_part base;
     int index;                /* range number, 0-based */
     int64_t offset, size;     /* size is -1 for the first probe until known */
     s3x_dlask ask;            /* what this range's request asks for */
@@ -44,16 +46,10 @@ typedef struct rslot {
     int64_t got;              /* bytes of this range received in this attempt */
     char *buf;                /* DST_STREAM: pool buffer */
     size_t buf_size;
-    int attempts;
-    double retry_at;
-    int fb_timeout;
-    int64_t fb_timeout_used;
     int bad;                  /* a write failed (R->write_errno) */
     char *stage;              /* DST_FILE: bytes gathered for one large pwrite */
     size_t staged;
     char range[64];
-    s3x_http_req req;
-    struct drun *run;
 } rslot;
 
 typedef struct drun {
@@ -73,7 +69,7 @@ typedef struct drun {
     int next_deliver;         /* DST_STREAM: next range to hand over */
     int64_t bytes_done;       /* bytes of accepted ranges */
     int64_t delivered;        /* DST_STREAM: bytes handed to write_fn */
-    rslot *slots;
+    s3x_transfer t;           /* this download on the scheduler: nslots ranges, then the HEAD */
     int nslots;
     int write_errno;
     int whole_in_first;       /* the first response carried the whole object */
@@ -87,14 +83,14 @@ typedef struct drun {
      * memory or a stream a HEAD asks for the full-object checksum while the
      * ranges run; the bytes are hashed in order: a stream's as they are
      * delivered (deliveries wait for the HEAD's answer), memory's at the end. */
-    s3x_http_req head;
     int head_state;           /* HEAD_* */
-    int head_attempts;
-    double head_retry_at;
 } drun;
 
 enum { HASH_NONE, HASH_PROBE /* the probe's body, the whole object */, HASH_IN_ORDER };
-enum { HEAD_NONE, HEAD_WANTED, HEAD_INFLIGHT, HEAD_BACKOFF, HEAD_DONE };
+enum { HEAD_NONE, HEAD_PENDING /* the side part runs */, HEAD_DONE };
+
+static drun *run_of(const s3x_part *p) { return p->t->ctx; }
+static rslot *slot_at(const drun *R, int i) { return (rslot *)s3x_transfer_part(&R->t, i); }
 
 /* ---- handle -------------------------------------------------------------------- */
 
@@ -164,7 +160,7 @@ static int on_body(const void *data, size_t len, void *payload) {
     rslot *s = payload;
     double t = s3x_now();
     int rc = on_body_io(data, len, payload);
-    s->run->x->res->io_seconds += s3x_now() - t;
+    run_of(&s->base)->x->res->io_seconds += s3x_now() - t;
     return rc;
 }
 
@@ -207,7 +203,7 @@ static void begin_hash(drun *R, const s3x_http_req *r, int how) {
  * once, before any of its body is used. Returns 0 or -1 (thread error set). */
 static int check_head(drun *R, rslot *s) {
     if (s->checked) return 0;
-    s3x_http_req *r = &s->req;
+    s3x_http_req *r = &s->base.req;
     s3x_dlresp resp = {r->status, r->content_range, r->content_length, r->etag};
     if (s3x_dlplan_check(&R->plan, &s->ask, &resp, &s->verdict)) return -1;
     s->checked = 1;
@@ -217,8 +213,8 @@ static int check_head(drun *R, rslot *s) {
 
 static int on_body_io(const void *data, size_t len, void *payload) {
     rslot *s = payload;
-    drun *R = s->run;
-    s3x_http_req *r = &s->req;
+    drun *R = run_of(&s->base);
+    s3x_http_req *r = &s->base.req;
     if (r->status >= 300) return 0; /* error bodies are captured by http.c */
     if (s->proto) return 1;
     if (check_head(R, s) || s3x_dlplan_body(&s->verdict, s->got, len)) return keep_proto_error(s);
@@ -275,11 +271,9 @@ static int on_body_io(const void *data, size_t len, void *payload) {
 
 /* ---- planning -------------------------------------------------------------------- */
 
-static void on_range_done(s3x_http_req *r, void *payload);
-
-static int start_range(drun *R, rslot *s) {
-    s3x_http_req *r = &s->req;
-    s3x_http_req_reset(R->x->client, r);
+/* Fills a range's request for its next attempt. */
+static int prepare_range(drun *R, rslot *s) {
+    s3x_http_req *r = &s->base.req;
     r->op = "GetObject";
     r->method = "GET";
     r->bucket = R->bucket;
@@ -294,37 +288,27 @@ static int start_range(drun *R, rslot *s) {
     if (s->ask.ranged) r->headers[r->nheaders++] = (s3x_kv){"range", s->range};
     r->write_fn = on_body;
     r->write_payload = s;
-    r->on_done = on_range_done;
-    r->done_payload = s;
     s->got = 0;
     s->staged = 0;
     s->bad = 0;
     s->checked = 0;
     s->proto = 0;
     s3x_saved_error_free(&s->perr);
-    s->fb_timeout = 0;
-    s->attempts++;
-    R->x->res->requests++;
-    int rc = s3x_http_prepare(R->x->client, r);
-    if (!rc) {
-        s3x_xfer_tune(R->x, r);
-        rc = s3x_http_start(R->x->client, r);
-    }
-    if (rc) return rc;
-    s->state = RS_INFLIGHT;
     return 0;
 }
 
 /* Learns the object's size, ETag and ranges from the accepted probe. */
 static int learn_object(drun *R, rslot *s) {
-    s3x_http_req *r = &s->req;
+    s3x_http_req *r = &s->base.req;
     if (s3x_dlplan_learn(&R->plan, &s->verdict, r->etag)) return -1;
     R->etag = strdup(r->etag ? r->etag : "");
     if (!R->etag) return s3x_seterr(S3X_ENOMEM, "out of memory");
     s->size = s->got;
     R->whole_in_first = s->verdict.length == s->verdict.total;
-    if (!R->whole_in_first && R->kind != DST_FILE && R->x->params[S3X_PARAM_VALIDATE_CHECKSUM])
-        R->head_state = HEAD_WANTED;
+    if (!R->whole_in_first && R->kind != DST_FILE && R->x->params[S3X_PARAM_VALIDATE_CHECKSUM]) {
+        R->head_state = HEAD_PENDING;
+        slot_at(R, R->nslots)->base.state = S3X_PART_QUEUED;
+    }
     R->x->res->parts = R->plan.nranges;
     R->x->res->multipart = R->plan.nranges > 1;
     return 0;
@@ -337,34 +321,37 @@ static void release_buf(drun *R, rslot *s) {
     }
 }
 
-static void on_range_done(s3x_http_req *r, void *payload) {
-    rslot *s = payload;
-    drun *R = s->run;
+/* kind.check: a range's response before the retry policy judges it. A
+ * 416 to the probe (an empty object) is asked again without a range; a
+ * write error or a response that is not what was asked for fails the run;
+ * a body shorter than its range is made a broken connection, retried. */
+static int dl_check(s3x_transfer *t, s3x_part *p) {
+    if (p->side) return S3X_CHECK_JUDGE;
+    drun *R = t->ctx;
+    rslot *s = (rslot *)p;
+    s3x_http_req *r = &p->req;
     s3x_xfer *x = R->x;
     /* The whole response (head and body as announced) arrived. */
-    int complete = r->curl_rc == CURLE_OK && !s->fb_timeout && r->got_status;
+    int complete = r->curl_rc == CURLE_OK && !p->fb_timeout && r->got_status;
     s3x_dlresp resp = {r->status, r->content_range, r->content_length, r->etag};
     if (complete) {
         /* A 416 to the probe means an empty object: fetch it without a range. */
         int empty = s3x_dlplan_empty_probe(&R->plan, &s->ask, &resp);
         if (empty < 0) {
             fail_named(R);
-            s->state = RS_FREE;
-            return;
+            return S3X_CHECK_HANDLED;
         }
         if (empty) {
             s->ask = s3x_dlplan_probe_whole(&R->plan);
-            s->attempts--;
-            s->state = RS_BACKOFF;
-            s->retry_at = 0;
-            return;
+            p->attempts--; /* not a failure: the same attempt, asked right */
+            p->state = S3X_PART_QUEUED;
+            return S3X_CHECK_HANDLED;
         }
     }
     if (s->bad && R->write_errno) {
         s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
                        strerror(R->write_errno));
-        s->state = RS_FREE;
-        return;
+        return S3X_CHECK_HANDLED;
     }
     /* A response that is not what was asked for (another range, another
      * size, lengths that disagree, more bytes than the range) is not a
@@ -373,15 +360,13 @@ static void on_range_done(s3x_http_req *r, void *payload) {
     if (s->proto || (complete && r->status >= 200 && r->status < 300 && check_head(R, s))) {
         if (s->proto) s3x_error_restore(&s->perr);
         fail_named(R);
-        s->state = RS_FREE;
-        return;
+        return S3X_CHECK_HANDLED;
     }
     if (complete && r->status >= 200 && r->status < 300) {
         if (R->kind == DST_FILE && flush_stage(R, s) != 0) {
             s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
                            strerror(R->write_errno));
-            s->state = RS_FREE;
-            return;
+            return S3X_CHECK_HANDLED;
         }
         /* Fewer bytes than the range (a body without Content-Length that
          * ended early) is a broken connection: retried like one, with the
@@ -391,51 +376,59 @@ static void on_range_done(s3x_http_req *r, void *payload) {
             r->curl_rc = CURLE_PARTIAL_FILE;
         }
     }
-    double delay = 0;
-    int v = s3x_xfer_judge(x, r, s->attempts, s->fb_timeout, &delay);
-    if (s->fb_timeout) s3x_fbt_on_timeout(&x->fbt, s->fb_timeout_used);
-    if (v == S3X_REQ_RETRY) {
-        s->state = RS_BACKOFF;
-        s->retry_at = s3x_now() + delay;
-        return;
+    return S3X_CHECK_JUDGE;
+}
+
+/* kind.failed: a 412 means the object changed: said so. A range's failure
+ * fails the run; the HEAD's only means no checksum to check (the ranges are
+ * checked on their own, as they are without a checksum), unless it is the
+ * 412. */
+static int dl_failed(s3x_transfer *t, s3x_part *p) {
+    drun *R = t->ctx;
+    s3x_http_req *r = &p->req;
+    if (p->side) R->head_state = HEAD_DONE;
+    if (r->status == 412) {
+        s3x_seterr_http(S3X_ECHANGED, 412, "PreconditionFailed", r->request_id,
+                        "s3://%s/%s changed during the download (its ETag is no longer %s)", R->bucket, R->key,
+                        R->etag ? R->etag : "?");
+        return 1;
     }
-    if (v == S3X_REQ_FAIL) {
-        if (r->status == 412) {
-            s3x_seterr_http(S3X_ECHANGED, 412, "PreconditionFailed", r->request_id,
-                            "s3://%s/%s changed during the download (its ETag is no longer %s)", R->bucket, R->key,
-                            R->etag ? R->etag : "?");
-        }
-        s3x_xfer_fail(x);
-        s->state = RS_FREE;
-        return;
-    }
-    s3x_xfer_learn(x, r);
+    return !p->side;
+}
+
+/* The HEAD's answer: the object's full checksum, if it is still the object
+ * the probe saw. */
+static int take_head(drun *R, s3x_http_req *r) {
+    R->head_state = HEAD_DONE;
+    if (s3x_dlplan_check_whole(&R->plan, r->content_length, r->etag)) return fail_named(R);
+    begin_hash(R, r, HASH_IN_ORDER);
+    return S3X_PART_FREE;
+}
+
+/* kind.take: an accepted range (the probe also tells the object). */
+static int dl_take(s3x_transfer *t, s3x_part *p) {
+    drun *R = t->ctx;
+    rslot *s = (rslot *)p;
+    if (p->side) return take_head(R, &p->req);
     if (s->ask.probe) {
-        if (learn_object(R, s)) {
-            fail_named(R);
-            s->state = RS_FREE;
-            return;
-        }
+        if (learn_object(R, s)) return fail_named(R);
         R->next_index = 1;
     }
     R->bytes_done += s->got;
-    if (R->kind == DST_STREAM) {
-        s->state = RS_READY;
-    } else {
-        s->state = RS_FREE;
-    }
-    s3x_xfer_progress(x, R->bytes_done, R->plan.total);
+    s3x_xfer_progress(R->x, R->bytes_done, R->plan.total);
+    return R->kind == DST_STREAM ? S3X_PART_HELD : S3X_PART_FREE;
 }
 
-/* DST_STREAM: hands over every ready range that is next in order. */
+/* DST_STREAM: hands over every held range that is next in order. */
 static int deliver(drun *R) {
     for (;;) {
         rslot *ready = NULL;
         for (int i = 0; i < R->nslots; i++)
-            if (R->slots[i].state == RS_READY && R->slots[i].index == R->next_deliver) ready = &R->slots[i];
+            if (slot_at(R, i)->base.state == S3X_PART_HELD && slot_at(R, i)->index == R->next_deliver)
+                ready = slot_at(R, i);
         if (!ready) return 0;
         /* The hasher must see every byte in order, from the first. */
-        if (R->head_state != HEAD_NONE && R->head_state != HEAD_DONE) return 0;
+        if (R->head_state == HEAD_PENDING) return 0;
         if (R->hashing == HASH_IN_ORDER && ready->got > 0)
             s3x_hasher_update(&R->hasher, ready->buf, (size_t)ready->got);
         double t = s3x_now();
@@ -446,12 +439,26 @@ static int deliver(drun *R) {
                                   R->key);
         R->delivered += ready->got;
         release_buf(R, ready);
-        ready->state = RS_FREE;
+        ready->base.state = S3X_PART_FREE;
         R->next_deliver++;
     }
 }
 
-static int feed(drun *R, rslot *s) {
+/* kind.tick: the writer thread's errors, and in-order delivery. */
+static int dl_tick(s3x_transfer *t) {
+    drun *R = t->ctx;
+    int we = R->writer ? s3x_writer_error(R->writer) : 0;
+    if (we)
+        return s3x_xfer_failf(R->x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
+                              strerror(we));
+    if (R->kind == DST_STREAM && deliver(R)) return -1;
+    return 0;
+}
+
+/* kind.feed: the next range, with a pool buffer for a stream. */
+static int dl_feed(s3x_transfer *t, s3x_part *p) {
+    drun *R = t->ctx;
+    rslot *s = (rslot *)p;
     if (R->plan.total < 0 || R->next_index >= R->plan.nranges) return 0;
     if (R->kind == DST_STREAM) {
         int oom = 0;
@@ -470,45 +477,13 @@ static int feed(drun *R, rslot *s) {
     s->ask = s3x_dlplan_range(&R->plan, s->index);
     s->offset = s->ask.first;
     s->size = s->ask.last - s->ask.first + 1;
-    s->attempts = 0;
-    int rc = start_range(R, s);
-    if (rc) release_buf(R, s);
-    return rc ? rc : 1;
+    p->attempts = 0;
+    p->state = S3X_PART_QUEUED;
+    return 1;
 }
 
-static void on_head_done(s3x_http_req *r, void *payload) {
-    drun *R = payload;
-    s3x_xfer *x = R->x;
-    double delay = 0;
-    int v = s3x_xfer_judge(x, r, R->head_attempts, 0, &delay);
-    if (v == S3X_REQ_RETRY) {
-        R->head_state = HEAD_BACKOFF;
-        R->head_retry_at = s3x_now() + delay;
-        return;
-    }
-    R->head_state = HEAD_DONE;
-    if (v == S3X_REQ_FAIL) {
-        /* The object changed: the download cannot succeed. Any other
-         * failure only means no checksum to check: the ranges are checked
-         * on their own, as they are without a checksum. */
-        if (r->status == 412) {
-            s3x_seterr_http(S3X_ECHANGED, 412, "PreconditionFailed", r->request_id,
-                            "s3://%s/%s changed during the download (its ETag is no longer %s)", R->bucket, R->key,
-                            R->etag ? R->etag : "?");
-            s3x_xfer_fail(x);
-        }
-        return;
-    }
-    if (s3x_dlplan_check_whole(&R->plan, r->content_length, r->etag)) {
-        fail_named(R);
-        return;
-    }
-    begin_hash(R, r, HASH_IN_ORDER);
-}
-
-static int start_head(drun *R) {
-    s3x_http_req *r = &R->head;
-    s3x_http_req_reset(R->x->client, r);
+/* The HEAD for the full-object checksum, pinned to the probe's ETag. */
+static int prepare_head(drun *R, s3x_http_req *r) {
     r->op = "HeadObject";
     r->method = "HEAD";
     r->bucket = R->bucket;
@@ -516,104 +491,41 @@ static int start_head(drun *R) {
     r->nquery = r->nheaders = 0;
     r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-mode", "ENABLED"};
     if (R->etag && *R->etag) r->headers[r->nheaders++] = (s3x_kv){"if-match", R->etag};
-    r->on_done = on_head_done;
-    r->done_payload = R;
-    R->head_attempts++;
-    R->x->res->requests++;
-    int rc = s3x_http_prepare(R->x->client, r);
-    if (!rc) {
-        s3x_xfer_tune(R->x, r);
-        rc = s3x_http_start(R->x->client, r);
-    }
-    if (rc) return rc;
-    R->head_state = HEAD_INFLIGHT;
     return 0;
 }
 
-static int poll_ms(drun *R) {
-    double now = s3x_now(), next = now + 0.1;
-    if (R->head_state == HEAD_BACKOFF && R->head_retry_at < next) next = R->head_retry_at;
-    int64_t fbt = s3x_fbt_current(&R->x->fbt);
-    for (int i = 0; i < R->nslots; i++) {
-        rslot *s = &R->slots[i];
-        if (s->state == RS_BACKOFF && s->retry_at < next) next = s->retry_at;
-        if (s->state == RS_INFLIGHT && fbt > 0 && s->req.t_start > 0 && s->req.t_first_byte == 0) {
-            double due = s->req.t_start + (double)fbt / 1000.0;
-            if (due < next) next = due;
-        }
-    }
-    double ms = (next - now) * 1000.0;
-    return ms < 1 ? 1 : (int)ms;
+static int dl_prepare(s3x_transfer *t, s3x_part *p) {
+    return p->side ? prepare_head(t->ctx, &p->req) : prepare_range(t->ctx, (rslot *)p);
 }
 
-static void check_first_byte(drun *R) {
-    int64_t fbt = s3x_fbt_current(&R->x->fbt);
-    if (fbt <= 0) return;
-    double now = s3x_now();
-    for (int i = 0; i < R->nslots; i++) {
-        rslot *s = &R->slots[i];
-        if (s->state != RS_INFLIGHT) continue;
-        s3x_http_req *r = &s->req;
-        if (r->t_start > 0 && r->t_first_byte == 0 && (now - r->t_start) * 1000.0 >= (double)fbt) {
-            s->fb_timeout = 1;
-            s->fb_timeout_used = fbt;
-            s3x_http_abort(R->x->client, r);
-            on_range_done(r, s);
-        }
-    }
+static int dl_more(s3x_transfer *t) {
+    drun *R = t->ctx;
+    return R->plan.total < 0 || R->next_index < R->plan.nranges;
 }
 
-static int drive(drun *R) {
-    for (;;) {
-        if (s3x_xfer_cancelled(R->x) && !R->x->failed)
-            s3x_xfer_failf(R->x, S3X_ECANCELLED, "download of s3://%s/%s cancelled", R->bucket, R->key);
-        if (R->x->failed) break;
-        int we = R->writer ? s3x_writer_error(R->writer) : 0;
-        if (we) {
-            s3x_xfer_failf(R->x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
-                           strerror(we));
-            break;
-        }
-        if (R->kind == DST_STREAM && deliver(R)) break;
-        double now = s3x_now();
-        if ((R->head_state == HEAD_WANTED || (R->head_state == HEAD_BACKOFF && R->head_retry_at <= now)) &&
-            start_head(R))
-            s3x_xfer_fail(R->x);
-        for (int i = 0; i < R->nslots && !R->x->failed; i++) {
-            rslot *s = &R->slots[i];
-            if (s->state == RS_BACKOFF && s->retry_at <= now && start_range(R, s)) s3x_xfer_fail(R->x);
-        }
-        for (int i = 0; i < R->nslots && !R->x->failed; i++) {
-            if (R->slots[i].state != RS_FREE) continue;
-            int k = feed(R, &R->slots[i]);
-            if (k < 0) s3x_xfer_fail(R->x);
-            if (k <= 0) break;
-        }
-        if (R->x->failed) break;
-        int busy = R->head_state != HEAD_NONE && R->head_state != HEAD_DONE;
-        for (int i = 0; i < R->nslots; i++) busy |= R->slots[i].state != RS_FREE;
-        if (!busy && R->plan.total >= 0 && R->next_index >= R->plan.nranges) break;
-        if (s3x_http_poll(R->x->client, poll_ms(R)) < 0) {
-            s3x_xfer_fail(R->x);
-            break;
-        }
-        check_first_byte(R);
-        if (R->x->progress) {
-            int64_t moving = R->bytes_done;
-            for (int i = 0; i < R->nslots; i++)
-                if (R->slots[i].state == RS_INFLIGHT) moving += R->slots[i].got;
-            s3x_xfer_heartbeat(R->x, moving, R->plan.total);
-        }
-    }
-    for (int i = 0; i < R->nslots; i++) {
-        rslot *s = &R->slots[i];
-        if (s->state == RS_INFLIGHT) s3x_http_abort(R->x->client, &s->req);
-        release_buf(R, s);
-        s->state = RS_FREE;
-    }
-    if (R->head_state == HEAD_INFLIGHT) s3x_http_abort(R->x->client, &R->head);
-    return R->x->failed ? -1 : 0;
+static void dl_moving(s3x_transfer *t, int64_t *done, int64_t *total) {
+    drun *R = t->ctx;
+    *done = R->bytes_done;
+    for (int i = 0; i < R->nslots; i++)
+        if (slot_at(R, i)->base.state == S3X_PART_INFLIGHT) *done += slot_at(R, i)->got;
+    *total = R->plan.total;
 }
+
+static void dl_release(s3x_transfer *t, s3x_part *p) { release_buf(t->ctx, (rslot *)p); }
+
+static const s3x_kind download_kind = {
+    .name = "download",
+    .part_size = sizeof(rslot),
+    .feed = dl_feed,
+    .prepare = dl_prepare,
+    .check = dl_check,
+    .failed = dl_failed,
+    .take = dl_take,
+    .tick = dl_tick,
+    .more = dl_more,
+    .moving = dl_moving,
+    .release = dl_release,
+};
 
 /* Compares a full-object checksum the server sent with what arrived.
  * Checked: the whole object in the probe (any destination), or several
@@ -680,15 +592,20 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
         s3x_pool_reset_counters(&x->pool);
         if (c > nbuf) c = nbuf;
     }
+    /* The download as one transfer on the scheduler: c ranges at once, and
+     * one side part for the HEAD. */
     R->nslots = (int)c;
-    R->slots = calloc((size_t)R->nslots, sizeof *R->slots);
-    if (!R->slots) {
+    s3x_sched S;
+    s3x_sched_init(&S, x->client, R->nslots);
+    R->t.what = "download of";
+    R->t.bucket = R->bucket;
+    R->t.key = R->key;
+    if ((rc = s3x_sched_add(&S, &R->t, &download_kind, R, x, R->nslots, 1))) {
         s3x_xfer_end(x);
-        return s3x_seterr(S3X_ENOMEM, "out of memory");
+        return rc;
     }
-    for (int i = 0; i < R->nslots; i++) R->slots[i].run = R;
     /* The probe: the first range, alone. */
-    rslot *s = &R->slots[0];
+    rslot *s = slot_at(R, 0);
     s->index = 0;
     s->ask = s3x_dlplan_probe(&R->plan);
     s->offset = 0;
@@ -699,9 +616,9 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
         s->buf_size = x->pool.buf_size;
         if (!s->buf) rc = s3x_seterr(S3X_ENOMEM, "out of memory allocating a range buffer");
     }
-    if (!rc) rc = start_range(R, s);
-    if (rc) s3x_xfer_fail(x);
-    if (drive(R) != 0) rc = s3x_error_restore(&x->err);
+    if (!rc) s->base.state = S3X_PART_QUEUED;
+    else s3x_xfer_fail(x);
+    if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
     /* Every destination, not only files: a stream or a buffer that ends
      * short must not look like success. */
     if (!rc && s3x_dlplan_finish(&R->plan, R->kind == DST_STREAM ? R->delivered : R->bytes_done))
@@ -709,14 +626,12 @@ static int run_download(s3x_download *d, drun *R, s3x_result *result) {
     if (!rc) rc = validate_checksum(R);
     result->bytes = R->bytes_done;
     if (R->etag) snprintf(result->etag, sizeof result->etag, "%s", R->etag);
-    for (int i = 0; i < R->nslots; i++) {
-        release_buf(R, &R->slots[i]);
-        if (R->slots[i].stage) s3x_writer_release(R->writer, R->slots[i].stage);
-        s3x_saved_error_free(&R->slots[i].perr);
-        s3x_http_req_reset(x->client, &R->slots[i].req);
+    for (int i = 0; i < R->nslots + 1; i++) {
+        rslot *p = slot_at(R, i);
+        if (p->stage) s3x_writer_release(R->writer, p->stage);
+        s3x_saved_error_free(&p->perr);
     }
-    s3x_http_req_reset(x->client, &R->head);
-    free(R->slots);
+    s3x_sched_remove(&S, &R->t);
     free(R->etag);
     free(R->checksum_hdr_name);
     free(R->checksum_value);

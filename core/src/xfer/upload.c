@@ -6,7 +6,7 @@
 #include "error.h"
 #include "params_internal.h"
 #include "s3xml.h"
-#include "xfer.h"
+#include "scheduler.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -45,24 +45,18 @@ typedef struct source {
     int64_t consumed;         /* SRC_STREAM bytes read so far */
 } source;
 
-enum slot_state { SLOT_FREE, SLOT_INFLIGHT, SLOT_BACKOFF, SLOT_DONE };
-
+/* One part of the upload: which bytes of the source, and where they are
+ * while sent. Its request, attempts and state are the scheduler's (base). */
 typedef struct slot {
-    int state;
+    s3x_part base;
     int part_number;
     int64_t offset, size;
     char *buf;                /* pool buffer (BUFFERED) */
     size_t buf_size;
     int64_t pos;              /* UNBUFFERED read position within the part */
-    int attempts;
-    double retry_at;
-    int fb_timeout;           /* cut by the first-byte timeout */
-    int64_t fb_timeout_used;
     char checksum[48];
     char sha_hex[65];
     char pn[16];
-    s3x_http_req req;
-    struct run *run;
 } slot;
 
 typedef struct done_part {
@@ -88,9 +82,7 @@ typedef struct run {
     char *upload_id;
     done_part *parts;         /* [MAX_PARTS] */
     int max_part_done;
-    slot *slots;
-    int nslots;
-    int inflight;
+    s3x_transfer t;           /* this upload on the scheduler: its parts are slots */
     int waiting;              /* the next part is waiting for a buffer */
     char *scratch;            /* UNBUFFERED checksum pre-pass */
 } run;
@@ -220,10 +212,13 @@ static int64_t read_stream(source *s, char *dst, size_t n) {
 
 static int64_t unbuffered_pread(run *R, slot *s, void *dst, size_t cap);
 
+static run *run_of(const s3x_part *p) { return p->t->ctx; }
+static slot *slot_at(const run *R, int i) { return (slot *)s3x_transfer_part(&R->t, i); }
+
 /* curl's body source for UNBUFFERED file parts: pread in place. */
 static int64_t unbuffered_read(void *dst, size_t cap, void *payload) {
     slot *s = payload;
-    run *R = s->run;
+    run *R = run_of(&s->base);
     double t = s3x_now();
     int64_t n = unbuffered_pread(R, s, dst, cap);
     R->x->res->io_seconds += s3x_now() - t;
@@ -290,14 +285,14 @@ static void slot_release_buffer(run *R, slot *s) {
     }
 }
 
-static void on_part_done(s3x_http_req *r, void *payload);
-
 static int single_put(const run *R) { return R->upload_id == NULL; }
 
-/* Fills the request of a slot whose part (number, offset, size, bytes) is set. */
-static int start_part(run *R, slot *s) {
-    s3x_http_req *r = &s->req;
-    s3x_http_req_reset(R->x->client, r);
+/* kind.prepare: fills the request of a part whose number, offset, size and
+ * bytes are set. */
+static int up_prepare(s3x_transfer *t, s3x_part *p) {
+    run *R = t->ctx;
+    slot *s = (slot *)p;
+    s3x_http_req *r = &p->req;
     r->op = single_put(R) ? "PutObject" : "UploadPart";
     r->method = "PUT";
     r->bucket = R->bucket;
@@ -327,41 +322,15 @@ static int start_part(run *R, slot *s) {
         r->read_payload = s;
         r->body_size = s->size;
     }
-    r->on_done = on_part_done;
-    r->done_payload = s;
-    s->fb_timeout = 0;
-    s->attempts++;
-    R->x->res->requests++;
-    int rc = s3x_http_prepare(R->x->client, r);
-    if (!rc) {
-        s3x_xfer_tune(R->x, r);
-        rc = s3x_http_start(R->x->client, r);
-    }
-    if (rc) return rc;
-    s->state = SLOT_INFLIGHT;
-    R->inflight++;
     return 0;
 }
 
-static void on_part_done(s3x_http_req *r, void *payload) {
-    slot *s = payload;
-    run *R = s->run;
-    R->inflight--;
-    double delay = 0;
-    int v = s3x_xfer_judge(R->x, r, s->attempts, s->fb_timeout, &delay);
-    if (s->fb_timeout) s3x_fbt_on_timeout(&R->x->fbt, s->fb_timeout_used);
-    if (v == S3X_REQ_RETRY) {
-        s->state = SLOT_BACKOFF;
-        s->retry_at = s3x_now() + delay;
-        return;
-    }
-    if (v == S3X_REQ_FAIL) {
-        s3x_xfer_fail(R->x);
-        s->state = SLOT_FREE;
-        slot_release_buffer(R, s);
-        return;
-    }
-    s3x_xfer_learn(R->x, r);
+/* kind.take: a part the server accepted: its ETag and checksum for the
+ * completion. */
+static int up_take(s3x_transfer *t, s3x_part *p) {
+    run *R = t->ctx;
+    slot *s = (slot *)p;
+    s3x_http_req *r = &p->req;
     done_part *d = &R->parts[s->part_number - 1];
     free(d->etag);
     d->etag = strdup(r->etag ? r->etag : "");
@@ -371,19 +340,32 @@ static void on_part_done(s3x_http_req *r, void *payload) {
     R->bytes_done += s->size;
     R->x->res->parts++;
     slot_release_buffer(R, s);
-    s->state = SLOT_FREE;
     s3x_xfer_progress(R->x, R->bytes_done, R->src.size);
+    return S3X_PART_FREE;
 }
 
-/* Assigns the next part to a free slot: reads it (BUFFERED), digests it and
- * starts its request. Returns 1 if started, 0 if nothing to do now (no more
- * parts, or no free buffer), <0 on error (thread error set). */
+static void up_release(s3x_transfer *t, s3x_part *p) { slot_release_buffer(t->ctx, (slot *)p); }
+
+static int up_more(s3x_transfer *t) { return !((run *)t->ctx)->no_more_parts; }
+
+static void up_moving(s3x_transfer *t, int64_t *done, int64_t *total) {
+    run *R = t->ctx;
+    *done = R->bytes_done;
+    for (int i = 0; i < t->nparts; i++)
+        if (slot_at(R, i)->base.state == S3X_PART_INFLIGHT) *done += slot_at(R, i)->base.req.bytes_out;
+    *total = R->src.size;
+}
+
+/* kind.feed: assigns the next part to a free slot: reads it (BUFFERED) and
+ * digests it. Returns 1 if queued, 0 if nothing to do now (no more parts,
+ * or no free buffer), <0 on error (thread error set). */
 static int feed_slot_io(run *R, slot *s);
 
-static int feed_slot(run *R, slot *s) {
-    double t = s3x_now();
-    int rc = feed_slot_io(R, s);
-    R->x->res->io_seconds += s3x_now() - t;
+static int up_feed(s3x_transfer *t, s3x_part *p) {
+    run *R = t->ctx;
+    double t0 = s3x_now();
+    int rc = feed_slot_io(R, (slot *)p);
+    R->x->res->io_seconds += s3x_now() - t0;
     return rc;
 }
 
@@ -445,7 +427,7 @@ static int feed_slot_io(run *R, slot *s) {
     s->part_number = number;
     s->offset = R->next_offset;
     s->size = size;
-    s->attempts = 0;
+    s->base.attempts = 0;
     int rc = digest_part(R, s, R->buffered ? s->buf : (R->src.kind == SRC_MEM ? R->src.mem + s->offset : NULL));
     if (rc) {
         slot_release_buffer(R, s);
@@ -454,13 +436,20 @@ static int feed_slot_io(run *R, slot *s) {
     R->next_part++;
     R->next_offset += size;
     if (R->src.size >= 0 && R->next_offset >= R->src.size) R->no_more_parts = 1;
-    rc = start_part(R, s);
-    if (rc) {
-        slot_release_buffer(R, s);
-        return rc;
-    }
+    s->base.state = S3X_PART_QUEUED;
     return 1;
 }
+
+static const s3x_kind upload_kind = {
+    .name = "upload",
+    .part_size = sizeof(slot),
+    .feed = up_feed,
+    .prepare = up_prepare,
+    .take = up_take,
+    .more = up_more,
+    .moving = up_moving,
+    .release = up_release,
+};
 
 /* ---- the run -------------------------------------------------------------------- */
 
@@ -618,90 +607,6 @@ static int file_unchanged(run *R) {
     return 0;
 }
 
-/* The earliest time something scheduled is due, to bound the poll wait. */
-static int poll_timeout_ms(run *R) {
-    double now = s3x_now(), next = now + 0.1;
-    int64_t fbt = s3x_fbt_current(&R->x->fbt);
-    for (int i = 0; i < R->nslots; i++) {
-        slot *s = &R->slots[i];
-        if (s->state == SLOT_BACKOFF && s->retry_at < next) next = s->retry_at;
-        if (s->state == SLOT_INFLIGHT && fbt > 0 && s->req.t_sent > 0 && s->req.t_first_byte == 0) {
-            double due = s->req.t_sent + (double)fbt / 1000.0;
-            if (due < next) next = due;
-        }
-    }
-    double ms = (next - now) * 1000.0;
-    return ms < 1 ? 1 : (int)ms;
-}
-
-/* Cuts in-flight parts that have sent their body but had no first byte in time. */
-static void check_first_byte(run *R) {
-    int64_t fbt = s3x_fbt_current(&R->x->fbt);
-    if (fbt <= 0) return;
-    double now = s3x_now();
-    for (int i = 0; i < R->nslots; i++) {
-        slot *s = &R->slots[i];
-        if (s->state != SLOT_INFLIGHT) continue;
-        s3x_http_req *r = &s->req;
-        if (r->t_sent > 0 && r->t_first_byte == 0 && (now - r->t_sent) * 1000.0 >= (double)fbt) {
-            s->fb_timeout = 1;
-            s->fb_timeout_used = fbt;
-            s3x_http_abort(R->x->client, r);
-            on_part_done(r, s);
-        }
-    }
-}
-
-static int drive(run *R) {
-    int rc = 0;
-    for (;;) {
-        if (s3x_xfer_cancelled(R->x) && !R->x->failed)
-            s3x_xfer_failf(R->x, S3X_ECANCELLED, "upload to s3://%s/%s cancelled", R->bucket, R->key);
-        if (R->x->failed) break;
-        double now = s3x_now();
-        for (int i = 0; i < R->nslots && !R->x->failed; i++) {
-            slot *s = &R->slots[i];
-            if (s->state == SLOT_BACKOFF && s->retry_at <= now) {
-                if ((rc = start_part(R, s))) s3x_xfer_fail(R->x);
-            }
-        }
-        for (int i = 0; i < R->nslots && !R->x->failed && !R->no_more_parts; i++) {
-            slot *s = &R->slots[i];
-            if (s->state != SLOT_FREE) continue;
-            int k = feed_slot(R, s);
-            if (k < 0) {
-                s3x_xfer_fail(R->x);
-                break;
-            }
-            if (k == 0) break; /* no buffer free, or no parts left */
-        }
-        if (R->x->failed) break;
-        int busy = 0;
-        for (int i = 0; i < R->nslots; i++) busy |= R->slots[i].state != SLOT_FREE;
-        if (!busy && R->no_more_parts) break;
-        int n = s3x_http_poll(R->x->client, poll_timeout_ms(R));
-        if (n < 0) {
-            s3x_xfer_fail(R->x);
-            break;
-        }
-        check_first_byte(R);
-        if (R->x->progress) {
-            int64_t moving = R->bytes_done;
-            for (int i = 0; i < R->nslots; i++)
-                if (R->slots[i].state == SLOT_INFLIGHT) moving += R->slots[i].req.bytes_out;
-            s3x_xfer_heartbeat(R->x, moving, R->src.size);
-        }
-    }
-    /* Stop whatever is still running. */
-    for (int i = 0; i < R->nslots; i++) {
-        slot *s = &R->slots[i];
-        if (s->state == SLOT_INFLIGHT) s3x_http_abort(R->x->client, &s->req);
-        slot_release_buffer(R, s);
-        s->state = SLOT_FREE;
-    }
-    return R->x->failed ? -1 : 0;
-}
-
 static int check_memory(run *R, int single) {
     int64_t limit = R->x->params[S3X_PARAM_MEMORY_LIMIT];
     if (!R->buffered || limit <= 0) return 0;
@@ -713,6 +618,142 @@ static int check_memory(run *R, int single) {
                           " bytes (%" PRId64 " bytes); lower concurrency or part_size, or raise memory_limit",
                           limit, c + 1, R->part_size, need);
     return 0;
+}
+
+/* ---- the run: named steps --------------------------------------------------------- */
+
+/* How the parts' bytes are checked and signed (header checksum, trailer or
+ * signed payload), and whether they are read into buffers. */
+static int choose_body(run *R) {
+    s3x_xfer *x = R->x;
+    R->checksum = (int)x->params[S3X_PARAM_CHECKSUM];
+    int64_t signing = x->client->params[S3X_PARAM_PAYLOAD_SIGNING];
+    R->signed_payload = signing == S3X_PAYLOAD_SIGNED || (signing == S3X_PAYLOAD_AUTO && R->checksum == S3X_CHECKSUM_NONE);
+    int64_t location = x->params[S3X_PARAM_CHECKSUM_LOCATION];
+    int can_trail = R->checksum != S3X_CHECKSUM_NONE && !R->signed_payload && s3x_chunked_kind_ok(R->checksum);
+    if (location == S3X_CHECKSUM_LOCATION_TRAILER && R->checksum != S3X_CHECKSUM_NONE && !can_trail)
+        return s3x_seterr(S3X_EINVAL, "checksum_location trailer needs an unsigned payload (payload_signing auto or "
+                                      "unsigned) and a crc32c, crc32 or sha256 checksum; this upload has %s%s",
+                          R->checksum == S3X_CHECKSUM_MD5 ? "checksum md5" : "payload_signing signed",
+                          R->checksum == S3X_CHECKSUM_MD5 && R->signed_payload ? " and payload_signing signed" : "");
+    R->trailer = can_trail && location != S3X_CHECKSUM_LOCATION_HEADER;
+    int64_t strategy = x->params[S3X_PARAM_BUFFER_STRATEGY];
+    if (R->src.kind == SRC_STREAM) {
+        if (strategy == S3X_BUFFER_UNBUFFERED)
+            return s3x_seterr(S3X_EINVAL, "buffer_strategy unbuffered needs a seekable source (a file or memory); "
+                                          "streams are always buffered");
+        R->buffered = 1;
+    } else {
+        R->buffered = strategy == S3X_BUFFER_BUFFERED;
+    }
+    return 0;
+}
+
+/* The part size, and whether one PutObject is enough (*single); refuses
+ * what S3 or the memory limit cannot take before any request. */
+static int plan_parts(run *R, int *single) {
+    const source *src = &R->src;
+    R->part_size = s3x_upload_plan_part_size(R->u, src->size);
+    /* Known sizes below the threshold go in one PutObject: one part, the
+     * whole object (S3 takes up to 5 GiB in one request). */
+    *single = src->size >= 0 && src->size < R->x->params[S3X_PARAM_MULTIPART_THRESHOLD];
+    if (*single) R->part_size = src->size;
+    if (src->size > MAX_OBJECT)
+        return s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes is larger than S3's 5 TiB limit", src->size);
+    if (R->part_size > MAX_PART)
+        return s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes needs parts of %" PRId64
+                          " bytes, above S3's 5 GiB limit", src->size, R->part_size);
+    return check_memory(R, *single);
+}
+
+/* BUFFERED: the pool holds concurrency + 1 buffers (one being read while
+ * every part is in flight). */
+static void setup_pool(run *R) {
+    s3x_xfer *x = R->x;
+    int64_t c = x->params[S3X_PARAM_CONCURRENCY];
+    if (!x->pool_ready || x->pool.kind != (int)x->params[S3X_PARAM_POOL]) {
+        if (x->pool_ready) s3x_pool_release(&x->pool);
+        s3x_pool_init(&x->pool, (int)x->params[S3X_PARAM_POOL], (size_t)R->part_size, (int)(c + 1));
+        x->pool_ready = 1;
+    }
+    s3x_pool_set_limit(&x->pool, (int)(c + 1));
+    s3x_pool_reset_counters(&x->pool);
+}
+
+/* The upload as one transfer on the scheduler: as many parts at once as
+ * the concurrency, or as the object has. */
+static int setup_parts(run *R, s3x_sched *S, int single) {
+    int64_t nslots = R->x->params[S3X_PARAM_CONCURRENCY];
+    if (R->src.size >= 0) {
+        int64_t nparts = single || R->src.size == 0 ? 1 : (R->src.size + R->part_size - 1) / R->part_size;
+        if (nslots > nparts) nslots = nparts;
+    }
+    R->parts = calloc(MAX_PARTS, sizeof *R->parts);
+    if (!R->parts) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    s3x_sched_init(S, R->x->client, (int)nslots);
+    R->t.what = "upload to";
+    R->t.bucket = R->bucket;
+    R->t.key = R->key;
+    return s3x_sched_add(S, &R->t, &upload_kind, R, R->x, (int)nslots, 0);
+}
+
+/* A stream: reads the first part; if the stream ends inside it and below
+ * the threshold, one PutObject is enough (*single), else the multipart
+ * upload is created. The part is queued for the scheduler. */
+static int begin_stream(run *R, int *single) {
+    s3x_xfer *x = R->x;
+    slot *s = slot_at(R, 0);
+    s3x_pool *p = &x->pool;
+    s3x_pool_set_size(p, (size_t)R->part_size);
+    int oom = 0;
+    s->buf = s3x_pool_get(p, &oom);
+    if (!s->buf) return s3x_seterr(S3X_ENOMEM, "out of memory allocating a part buffer");
+    s->buf_size = p->buf_size;
+    int64_t got = read_stream(&R->src, s->buf, (size_t)R->part_size);
+    if (got < 0) return (int)got;
+    *single = R->src.eof && got < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
+    int rc;
+    if (!*single && (rc = create_mpu(R))) return rc;
+    s->part_number = 1;
+    s->offset = 0;
+    s->size = got;
+    s->base.attempts = 0;
+    if ((rc = digest_part(R, s, s->buf))) return rc;
+    R->next_part = 2;
+    R->next_offset = got;
+    if (R->src.eof) R->no_more_parts = 1;
+    s->base.state = S3X_PART_QUEUED;
+    return 0;
+}
+
+/* After the parts: the file must not have changed, then the completion. */
+static int finish_upload(run *R, int single) {
+    int rc;
+    if (R->src.kind == SRC_FILE && (rc = file_unchanged(R))) return rc;
+    if (!single && (rc = complete_mpu(R))) return rc;
+    R->x->res->bytes = R->bytes_done;
+    return 0;
+}
+
+/* On failure the multipart upload is aborted (the failure's error kept);
+ * everything the run holds is given back. */
+static void end_run(run *R, s3x_sched *S, int rc) {
+    if (rc) {
+        s3x_saved_error keep;
+        s3x_error_save(&keep);
+        abort_mpu(R);
+        s3x_error_restore(&keep);
+        s3x_saved_error_free(&keep);
+    }
+    if (R->t.parts) s3x_sched_remove(S, &R->t);
+    if (R->parts)
+        for (int i = 0; i < MAX_PARTS; i++) free(R->parts[i].etag);
+    free(R->parts);
+    free(R->scratch);
+    free(R->upload_id);
+    s3x_xfer *x = R->x;
+    s3x_xfer_end(x);
+    if (x->pool_ready && x->pool.kind == S3X_POOL_MALLOC) s3x_pool_release(&x->pool);
 }
 
 static int run_upload(s3x_upload *u, const char *bucket, const char *key, source *src, s3x_result *result) {
@@ -727,136 +768,26 @@ static int run_upload(s3x_upload *u, const char *bucket, const char *key, source
     R.bucket = bucket;
     R.key = key;
     R.src = *src;
-    R.checksum = (int)x->params[S3X_PARAM_CHECKSUM];
-    int64_t signing = x->client->params[S3X_PARAM_PAYLOAD_SIGNING];
-    R.signed_payload = signing == S3X_PAYLOAD_SIGNED || (signing == S3X_PAYLOAD_AUTO && R.checksum == S3X_CHECKSUM_NONE);
-    int64_t location = x->params[S3X_PARAM_CHECKSUM_LOCATION];
-    int can_trail = R.checksum != S3X_CHECKSUM_NONE && !R.signed_payload && s3x_chunked_kind_ok(R.checksum);
-    if (location == S3X_CHECKSUM_LOCATION_TRAILER && R.checksum != S3X_CHECKSUM_NONE && !can_trail) {
-        s3x_xfer_end(x);
-        return s3x_seterr(S3X_EINVAL, "checksum_location trailer needs an unsigned payload (payload_signing auto or "
-                                      "unsigned) and a crc32c, crc32 or sha256 checksum; this upload has %s%s",
-                          R.checksum == S3X_CHECKSUM_MD5 ? "checksum md5" : "payload_signing signed",
-                          R.checksum == S3X_CHECKSUM_MD5 && R.signed_payload ? " and payload_signing signed" : "");
-    }
-    R.trailer = can_trail && location != S3X_CHECKSUM_LOCATION_HEADER;
-    int64_t strategy = x->params[S3X_PARAM_BUFFER_STRATEGY];
-    if (src->kind == SRC_STREAM) {
-        if (strategy == S3X_BUFFER_UNBUFFERED) {
-            s3x_xfer_end(x);
-            return s3x_seterr(S3X_EINVAL, "buffer_strategy unbuffered needs a seekable source (a file or memory); "
-                                          "streams are always buffered");
-        }
-        R.buffered = 1;
-    } else {
-        R.buffered = strategy == S3X_BUFFER_BUFFERED;
-    }
-    R.part_size = s3x_upload_plan_part_size(u, src->size);
-    /* Known sizes below the threshold go in one PutObject: one part, the
-     * whole object (S3 takes up to 5 GiB in one request). */
-    int single = src->size >= 0 && src->size < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
-    if (single) R.part_size = src->size;
-    int rc = 0;
-    if (src->size > MAX_OBJECT) {
-        rc = s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes is larger than S3's 5 TiB limit", src->size);
-        goto out;
-    }
-    if (R.part_size > MAX_PART) {
-        rc = s3x_seterr(S3X_ELIMIT, "an object of %" PRId64 " bytes needs parts of %" PRId64 " bytes, above S3's 5 GiB limit",
-                        src->size, R.part_size);
-        goto out;
-    }
-    if ((rc = check_memory(&R, single))) goto out;
-    result->part_size = R.part_size;
-    int64_t c = x->params[S3X_PARAM_CONCURRENCY];
-    if (R.buffered) {
-        if (!x->pool_ready || x->pool.kind != (int)x->params[S3X_PARAM_POOL]) {
-            if (x->pool_ready) s3x_pool_release(&x->pool);
-            s3x_pool_init(&x->pool, (int)x->params[S3X_PARAM_POOL], (size_t)R.part_size, (int)(c + 1));
-            x->pool_ready = 1;
-        }
-        s3x_pool_set_limit(&x->pool, (int)(c + 1));
-        s3x_pool_reset_counters(&x->pool);
-    }
-    R.parts = calloc(MAX_PARTS, sizeof *R.parts);
-    int64_t nslots = c;
-    if (src->size >= 0) {
-        int64_t nparts = single || src->size == 0 ? 1 : (src->size + R.part_size - 1) / R.part_size;
-        if (nslots > nparts) nslots = nparts;
-    }
-    R.nslots = (int)nslots;
-    R.slots = calloc((size_t)R.nslots, sizeof *R.slots);
-    if (!R.parts || !R.slots) {
-        rc = s3x_seterr(S3X_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < R.nslots; i++) R.slots[i].run = &R;
     R.next_part = 1;
-    if ((rc = check_bucket_exists(&R))) goto out;
-
-    if (src->kind == SRC_STREAM) {
-        /* A stream: read the first part; if it ends inside it and below the
-         * threshold, one PutObject is enough. */
-        slot *s = &R.slots[0];
-        s3x_pool *p = &x->pool;
-        s3x_pool_set_size(p, (size_t)R.part_size);
-        int oom = 0;
-        s->buf = s3x_pool_get(p, &oom);
-        if (!s->buf) {
-            rc = s3x_seterr(S3X_ENOMEM, "out of memory allocating a part buffer");
-            goto out;
-        }
-        s->buf_size = p->buf_size;
-        int64_t got = read_stream(&R.src, s->buf, (size_t)R.part_size);
-        if (got < 0) {
-            rc = (int)got;
-            goto out;
-        }
-        single = R.src.eof && got < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
-        if (!single && (rc = create_mpu(&R))) goto out;
-        s->part_number = 1;
-        s->offset = 0;
-        s->size = got;
-        s->attempts = 0;
-        if ((rc = digest_part(&R, s, s->buf))) goto out;
-        R.next_part = 2;
-        R.next_offset = got;
-        if (R.src.eof) R.no_more_parts = 1;
-        if ((rc = start_part(&R, s))) goto out;
-    } else if (!single) {
-        if ((rc = create_mpu(&R))) goto out;
+    s3x_sched S;
+    memset(&S, 0, sizeof S);
+    int single = 0;
+    int rc = choose_body(&R);
+    if (!rc) rc = plan_parts(&R, &single);
+    if (!rc) {
+        result->part_size = R.part_size;
+        if (R.buffered) setup_pool(&R);
+        rc = setup_parts(&R, &S, single);
     }
-    result->multipart = !single;
-    if (drive(&R) != 0) {
-        rc = s3x_error_restore(&x->err);
-        goto out;
+    if (!rc) rc = check_bucket_exists(&R);
+    if (!rc && src->kind == SRC_STREAM) rc = begin_stream(&R, &single);
+    else if (!rc && !single) rc = create_mpu(&R);
+    if (!rc) {
+        result->multipart = !single;
+        if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
     }
-    if (src->kind == SRC_FILE && (rc = file_unchanged(&R))) goto out;
-    if (!single && (rc = complete_mpu(&R))) goto out;
-    result->bytes = R.bytes_done;
-out:
-    if (rc) {
-        s3x_saved_error keep;
-        s3x_error_save(&keep);
-        abort_mpu(&R);
-        s3x_error_restore(&keep);
-        s3x_saved_error_free(&keep);
-    }
-    if (R.slots) {
-        for (int i = 0; i < R.nslots; i++) {
-            slot_release_buffer(&R, &R.slots[i]);
-            s3x_http_req_reset(x->client, &R.slots[i].req);
-        }
-        /* slots beyond nslots (single put shrink) never started */
-    }
-    if (R.parts)
-        for (int i = 0; i < MAX_PARTS; i++) free(R.parts[i].etag);
-    free(R.parts);
-    free(R.slots);
-    free(R.scratch);
-    free(R.upload_id);
-    s3x_xfer_end(x);
-    if (x->pool_ready && x->pool.kind == S3X_POOL_MALLOC) s3x_pool_release(&x->pool);
+    if (!rc) rc = finish_upload(&R, single);
+    end_run(&R, &S, rc);
     return rc;
 }
 

@@ -1,0 +1,276 @@
+/* The part scheduler: see scheduler.h for the state machine and what a kind
+ * supplies. */
+#include "scheduler.h"
+#include "error.h"
+#include <stdlib.h>
+#include <string.h>
+
+void s3x_sched_init(s3x_sched *s, s3x_client *c, int max_conns) {
+    memset(s, 0, sizeof *s);
+    s->client = c;
+    s->max_conns = max_conns > 0 ? max_conns : 1;
+}
+
+int s3x_sched_add(s3x_sched *s, s3x_transfer *t, const s3x_kind *kind, void *ctx, s3x_xfer *x, int nparts,
+                  int nside) {
+    t->kind = kind;
+    t->ctx = ctx;
+    t->x = x;
+    t->nparts = nparts;
+    t->nside = nside;
+    t->inflight = 0;
+    t->finished = 0;
+    t->next = NULL;
+    t->sched = s;
+    t->parts = calloc((size_t)(nparts + nside), kind->part_size);
+    if (!t->parts) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    for (int i = 0; i < nparts + nside; i++) {
+        s3x_part *p = s3x_transfer_part(t, i);
+        p->t = t;
+        p->side = i >= nparts;
+    }
+    if (s->tail) s->tail->next = t;
+    else s->head = t;
+    s->tail = t;
+    if (!s->cursor) s->cursor = t;
+    return 0;
+}
+
+void s3x_sched_remove(s3x_sched *s, s3x_transfer *t) {
+    if (t->parts) {
+        for (int i = 0; i < t->nparts + t->nside; i++) {
+            s3x_part *p = s3x_transfer_part(t, i);
+            if (t->kind->release) t->kind->release(t, p);
+            s3x_http_req_reset(s->client, &p->req);
+        }
+        free(t->parts);
+        t->parts = NULL;
+    }
+    s3x_transfer **pp = &s->head;
+    s3x_transfer *prev = NULL;
+    while (*pp && *pp != t) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp) *pp = t->next;
+    if (s->tail == t) s->tail = prev;
+    if (s->cursor == t) s->cursor = t->next ? t->next : s->head;
+}
+
+/* ---- one part ------------------------------------------------------------------ */
+
+static void on_part_done(s3x_http_req *r, void *payload);
+
+/* Starts the next attempt of a QUEUED or RETRY_WAIT part. */
+static int start(s3x_transfer *t, s3x_part *p) {
+    s3x_sched *s = t->sched;
+    s3x_http_req *r = &p->req;
+    s3x_http_req_reset(s->client, r);
+    p->fb_timeout = 0;
+    p->attempts++;
+    t->x->res->requests++;
+    int rc = t->kind->prepare(t, p);
+    if (rc) return rc;
+    r->on_done = on_part_done;
+    r->done_payload = p;
+    if (!(rc = s3x_http_prepare(s->client, r))) {
+        s3x_xfer_tune(t->x, r);
+        rc = s3x_http_start(s->client, r);
+    }
+    if (rc) return rc;
+    p->state = S3X_PART_INFLIGHT;
+    t->inflight++;
+    if (!p->side) s->conns++;
+    return 0;
+}
+
+/* A part's request finished (or was cut): the kind's check, the retry
+ * policy, then the kind takes it or the transfer fails. */
+static void on_part_done(s3x_http_req *r, void *payload) {
+    s3x_part *p = payload;
+    s3x_transfer *t = p->t;
+    s3x_xfer *x = t->x;
+    t->inflight--;
+    if (!p->side) t->sched->conns--;
+    p->state = S3X_PART_FREE;
+    if (t->kind->check && t->kind->check(t, p) == S3X_CHECK_HANDLED) return;
+    double delay = 0;
+    int v = s3x_xfer_judge(x, r, p->attempts, p->fb_timeout, &delay);
+    if (p->fb_timeout) s3x_fbt_on_timeout(&x->fbt, p->fb_timeout_used);
+    if (v == S3X_REQ_RETRY) {
+        p->state = S3X_PART_RETRY_WAIT;
+        p->retry_at = s3x_now() + delay;
+        return;
+    }
+    if (v == S3X_REQ_FAIL) {
+        if (!t->kind->failed || t->kind->failed(t, p)) s3x_xfer_fail(x);
+        if (t->kind->release) t->kind->release(t, p);
+        return;
+    }
+    /* A side request (the download's HEAD) is not a part: the first-byte
+     * timeout learns from parts only. */
+    if (!p->side) s3x_xfer_learn(x, r);
+    int next = t->kind->take(t, p);
+    if (next < 0) {
+        s3x_xfer_fail(x);
+        if (t->kind->release) t->kind->release(t, p);
+        return;
+    }
+    p->state = next;
+}
+
+/* ---- the loop -------------------------------------------------------------------- */
+
+/* Stops a transfer: in-flight parts are taken off the loop, buffers given back. */
+static void stop(s3x_transfer *t) {
+    for (int i = 0; i < t->nparts + t->nside; i++) {
+        s3x_part *p = s3x_transfer_part(t, i);
+        if (p->state == S3X_PART_INFLIGHT) {
+            s3x_http_abort(t->sched->client, &p->req);
+            t->inflight--;
+            if (!p->side) t->sched->conns--;
+        }
+        if (t->kind->release) t->kind->release(t, p);
+        p->state = S3X_PART_FREE;
+    }
+    t->finished = 1;
+}
+
+/* Starts the parts that are due: QUEUED ones and retries whose backoff ended. */
+static void start_due(s3x_transfer *t, double now) {
+    for (int i = 0; i < t->nparts + t->nside && !t->x->failed; i++) {
+        s3x_part *p = s3x_transfer_part(t, i);
+        if (p->state == S3X_PART_QUEUED || (p->state == S3X_PART_RETRY_WAIT && p->retry_at <= now)) {
+            if (start(t, p)) s3x_xfer_fail(t->x);
+        }
+    }
+}
+
+/* Feeds FREE parts while connections are free, round-robin over the
+ * transfers one part at a time, so every transfer gets its turn. */
+static void feed_all(s3x_sched *s) {
+    int progress = 1;
+    while (progress && s->conns < s->max_conns) {
+        progress = 0;
+        s3x_transfer *t = s->cursor ? s->cursor : s->head;
+        for (s3x_transfer *first = t; t && s->conns < s->max_conns;) {
+            if (!t->finished && !t->x->failed && t->kind->more(t)) {
+                for (int i = 0; i < t->nparts; i++) {
+                    s3x_part *p = s3x_transfer_part(t, i);
+                    if (p->state != S3X_PART_FREE) continue;
+                    int k = t->kind->feed(t, p);
+                    if (k < 0) {
+                        s3x_xfer_fail(t->x);
+                    } else if (k > 0) {
+                        if (start(t, p)) s3x_xfer_fail(t->x);
+                        else progress = 1;
+                    }
+                    break; /* one part per transfer per round */
+                }
+            }
+            t = t->next ? t->next : s->head;
+            s->cursor = t;
+            if (t == first) break;
+        }
+    }
+}
+
+static int busy(const s3x_transfer *t) {
+    for (int i = 0; i < t->nparts + t->nside; i++)
+        if (s3x_transfer_part(t, i)->state != S3X_PART_FREE) return 1;
+    return t->kind->pending && t->kind->pending((s3x_transfer *)t);
+}
+
+/* The poll wait: until the earliest backoff deadline or first-byte deadline
+ * of any transfer, at most 100 ms (cancel and heartbeats are looked at
+ * between polls). */
+static int poll_timeout_ms(s3x_sched *s) {
+    double now = s3x_now(), next = now + 0.1;
+    for (s3x_transfer *t = s->head; t; t = t->next) {
+        if (t->finished) continue;
+        int64_t fbt = s3x_fbt_current(&t->x->fbt);
+        for (int i = 0; i < t->nparts + t->nside; i++) {
+            s3x_part *p = s3x_transfer_part(t, i);
+            if (p->state == S3X_PART_RETRY_WAIT && p->retry_at < next) next = p->retry_at;
+            if (p->state == S3X_PART_INFLIGHT && !p->side && fbt > 0 && p->req.t_sent > 0 &&
+                p->req.t_first_byte == 0) {
+                double due = p->req.t_sent + (double)fbt / 1000.0;
+                if (due < next) next = due;
+            }
+        }
+    }
+    double ms = (next - now) * 1000.0;
+    return ms < 1 ? 1 : (int)ms;
+}
+
+/* Cuts in-flight parts with no first byte within the first-byte timeout.
+ * The clock starts at t_sent, when the last byte of the request went out:
+ * before that the time is the upload's own (a 64 MiB part takes a while to
+ * send), not the server's; for a request without a body t_sent is t_start,
+ * so a GET is timed from its start. */
+static void check_first_byte(s3x_transfer *t) {
+    int64_t fbt = s3x_fbt_current(&t->x->fbt);
+    if (fbt <= 0) return;
+    double now = s3x_now();
+    for (int i = 0; i < t->nparts; i++) {
+        s3x_part *p = s3x_transfer_part(t, i);
+        if (p->state != S3X_PART_INFLIGHT) continue;
+        s3x_http_req *r = &p->req;
+        if (r->t_sent > 0 && r->t_first_byte == 0 && (now - r->t_sent) * 1000.0 >= (double)fbt) {
+            p->fb_timeout = 1;
+            p->fb_timeout_used = fbt;
+            s3x_http_abort(t->sched->client, r);
+            on_part_done(r, p);
+        }
+    }
+}
+
+int s3x_sched_run(s3x_sched *s) {
+    int any_failed = 0;
+    for (;;) {
+        int running = 0;
+        double now = s3x_now();
+        for (s3x_transfer *t = s->head; t; t = t->next) {
+            if (t->finished) continue;
+            s3x_xfer *x = t->x;
+            if (s3x_xfer_cancelled(x) && !x->failed) s3x_xfer_failf(x, S3X_ECANCELLED, "%s s3://%s/%s cancelled", t->what, t->bucket, t->key);
+            if (!x->failed && t->kind->tick && t->kind->tick(t) < 0) s3x_xfer_fail(x);
+            if (!x->failed) start_due(t, now);
+        }
+        feed_all(s);
+        for (s3x_transfer *t = s->head; t; t = t->next) {
+            if (t->finished) continue;
+            if (t->x->failed) {
+                stop(t);
+                any_failed = 1;
+                continue;
+            }
+            if (!busy(t) && !t->kind->more(t)) {
+                t->finished = 1;
+                continue;
+            }
+            running++;
+        }
+        if (!running) break;
+        if (s3x_http_poll(s->client, poll_timeout_ms(s)) < 0) {
+            /* The loop itself broke: every transfer fails with its error. */
+            for (s3x_transfer *t = s->head; t; t = t->next)
+                if (!t->finished) {
+                    s3x_xfer_fail(t->x);
+                    stop(t);
+                }
+            any_failed = 1;
+            break;
+        }
+        for (s3x_transfer *t = s->head; t; t = t->next) {
+            if (t->finished) continue;
+            check_first_byte(t);
+            if (t->x->progress) {
+                int64_t done = 0, total = -1;
+                t->kind->moving(t, &done, &total);
+                s3x_xfer_heartbeat(t->x, done, total);
+            }
+        }
+    }
+    return any_failed ? -1 : 0;
+}

@@ -1,0 +1,281 @@
+/* The part scheduler with several transfers on one list, against a small
+ * HTTP server in this process (127.0.0.1, an ephemeral port): parts are fed
+ * round-robin across transfers, the connection limit holds over the whole
+ * list, a failing transfer stops alone while the others complete, and a
+ * retryable answer goes through the one retry path (counted by cause). */
+#include "scheduler.h"
+#include "params_internal.h"
+#include "s3xfer/client.h"
+#include "tap.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- the server: 404 for keys with "bad", 503 once per path for "flaky",
+ * else 200 "ok" ---------------------------------------------------------------- */
+
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+static char seen[256][128];
+static int nseen;
+
+static int first_time(const char *path) {
+    pthread_mutex_lock(&seen_mu);
+    int found = 0;
+    for (int i = 0; i < nseen && !found; i++) found = !strcmp(seen[i], path);
+    if (!found && nseen < 256) snprintf(seen[nseen++], sizeof seen[0], "%s", path);
+    pthread_mutex_unlock(&seen_mu);
+    return !found;
+}
+
+static void *serve_conn(void *arg) {
+    int fd = (int)(intptr_t)arg;
+    char buf[8192];
+    size_t have = 0;
+    for (;;) {
+        char *end = NULL;
+        while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
+            if (have == sizeof buf) goto out;
+            ssize_t n = read(fd, buf + have, sizeof buf - have);
+            if (n <= 0) goto out;
+            have += (size_t)n;
+        }
+        char method[16] = "", path[128] = "";
+        if (sscanf(buf, "%15s %127s", method, path) != 2) goto out;
+        size_t used = (size_t)(end + 4 - buf);
+        memmove(buf, buf + used, have - used);
+        have -= used;
+        const char *resp;
+        if (strstr(path, "bad"))
+            resp = "HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: 62\r\n\r\n"
+                   "<Error><Code>NoSuchKey</Code><Message>no</Message></Error>\n\n\n\n";
+        else if (strstr(path, "flaky") && first_time(path))
+            resp = "HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n";
+        else
+            resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        size_t len = strlen(resp);
+        if (write(fd, resp, len) != (ssize_t)len) goto out;
+    }
+out:
+    close(fd);
+    return NULL;
+}
+
+static void *serve(void *arg) {
+    int lfd = *(int *)arg;
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) return NULL;
+        pthread_t th;
+        if (pthread_create(&th, NULL, serve_conn, (void *)(intptr_t)fd) == 0) pthread_detach(th);
+        else close(fd);
+    }
+}
+
+/* ---- a kind of N GETs ------------------------------------------------------------- */
+
+typedef struct tpart {
+    s3x_part base;
+    int index;
+    char key[64];
+} tpart;
+
+typedef struct tctx {
+    int id;
+    const char *prefix;
+    int nparts, next, taken;
+} tctx;
+
+static int feed_order[256], nfeeds;
+static int max_conns_seen;
+
+static int t_feed(s3x_transfer *t, s3x_part *p) {
+    tctx *c = t->ctx;
+    if (c->next >= c->nparts) return 0;
+    tpart *tp = (tpart *)p;
+    tp->index = c->next++;
+    snprintf(tp->key, sizeof tp->key, "%s-%d", c->prefix, tp->index);
+    if (nfeeds < 256) feed_order[nfeeds++] = c->id;
+    p->attempts = 0;
+    p->state = S3X_PART_QUEUED;
+    return 1;
+}
+
+static int t_prepare(s3x_transfer *t, s3x_part *p) {
+    s3x_http_req *r = &p->req;
+    r->op = "GetObject";
+    r->method = "GET";
+    r->bucket = "bkt";
+    r->key = ((tpart *)p)->key;
+    r->nquery = r->nheaders = 0;
+    /* this part is about to go in flight */
+    if (t->sched->conns + 1 > max_conns_seen) max_conns_seen = t->sched->conns + 1;
+    return 0;
+}
+
+static int t_take(s3x_transfer *t, s3x_part *p) {
+    tctx *c = t->ctx;
+    c->taken++;
+    return p->req.resp_body.len == 2 ? S3X_PART_FREE : -1;
+}
+
+static int t_more(s3x_transfer *t) {
+    tctx *c = t->ctx;
+    return c->next < c->nparts;
+}
+
+static void t_moving(s3x_transfer *t, int64_t *done, int64_t *total) {
+    tctx *c = t->ctx;
+    *done = c->taken;
+    *total = c->nparts;
+}
+
+static const s3x_kind test_kind = {
+    .name = "test",
+    .part_size = sizeof(tpart),
+    .feed = t_feed,
+    .prepare = t_prepare,
+    .take = t_take,
+    .more = t_more,
+    .moving = t_moving,
+};
+
+typedef struct one {
+    tctx c;
+    s3x_xfer x;
+    s3x_result res;
+    s3x_transfer t;
+} one;
+
+static void one_init(one *o, s3x_client *cl, int id, const char *prefix, int nparts) {
+    memset(o, 0, sizeof *o);
+    o->c.id = id;
+    o->c.prefix = prefix;
+    o->c.nparts = nparts;
+    s3x_xfer_init(&o->x, cl, S3X_SCOPE_DOWNLOAD);
+    s3x_xfer_set(&o->x, S3X_PARAM_SLOW_PART_TIMEOUT, S3X_SLOW_PART_OFF);
+    s3x_xfer_begin(&o->x, &o->res);
+    o->t.what = "test of";
+    o->t.bucket = "bkt";
+    o->t.key = prefix;
+}
+
+static void one_done(s3x_sched *s, one *o) {
+    s3x_sched_remove(s, &o->t);
+    s3x_xfer_end(&o->x);
+    s3x_xfer_destroy(&o->x);
+}
+
+int main(void) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 64) ||
+        getsockname(lfd, (struct sockaddr *)&a, &alen)) {
+        printf("FAIL cannot listen on 127.0.0.1\n");
+        return 1;
+    }
+    pthread_t server;
+    pthread_create(&server, NULL, serve, &lfd);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    s3x_client *cl = NULL;
+    s3x_client_new(&cl);
+    s3x_client_set_string(cl, S3X_CLIENT_ENDPOINT_URL, url);
+    s3x_client_set_string(cl, S3X_CLIENT_REGION, "us-east-1");
+    s3x_client_set_string(cl, S3X_CLIENT_ACCESS_KEY, "AKIDTEST");
+    s3x_client_set_string(cl, S3X_CLIENT_SECRET_KEY, "secret");
+    CHECK(s3x_client_resolve(cl) == 0, "client resolves: %s", s3x_error_last()->message);
+
+    /* A big and a small transfer on one list, two connections: fed in turn,
+     * so the small one is not starved; the limit holds over both. */
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 2);
+        one big, small;
+        one_init(&big, cl, 1, "big", 20);
+        one_init(&small, cl, 2, "small", 3);
+        nfeeds = 0;
+        max_conns_seen = 0;
+        CHECK(s3x_sched_add(&s, &big.t, &test_kind, &big.c, &big.x, 4, 0) == 0, "add big");
+        CHECK(s3x_sched_add(&s, &small.t, &test_kind, &small.c, &small.x, 4, 0) == 0, "add small");
+        CHECK(s3x_sched_run(&s) == 0, "both succeed: %s", s3x_error_last()->message);
+        CHECK(big.c.taken == 20 && small.c.taken == 3, "every part taken once: big %d/20, small %d/3", big.c.taken,
+              small.c.taken);
+        CHECK(max_conns_seen <= 2, "connection limit 2 over the list, saw %d", max_conns_seen);
+        int small_in_first6 = 0;
+        for (int i = 0; i < 6 && i < nfeeds; i++) small_in_first6 += feed_order[i] == 2;
+        CHECK(small_in_first6 == 3, "the small transfer's 3 parts are among the first 6 fed (got %d)",
+              small_in_first6);
+        CHECK(big.res.requests == 20 && small.res.requests == 3, "requests counted per transfer: %lld, %lld",
+              (long long)big.res.requests, (long long)small.res.requests);
+        one_done(&s, &big);
+        one_done(&s, &small);
+        CHECK(s.head == NULL && s.tail == NULL, "the list is empty after removing both");
+    }
+
+    /* One transfer fails (404): it stops alone with its own error, the
+     * other completes. */
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 4);
+        one good, bad;
+        one_init(&good, cl, 1, "good", 10);
+        one_init(&bad, cl, 2, "bad", 10);
+        s3x_sched_add(&s, &good.t, &test_kind, &good.c, &good.x, 4, 0);
+        s3x_sched_add(&s, &bad.t, &test_kind, &bad.c, &bad.x, 4, 0);
+        CHECK(s3x_sched_run(&s) == -1, "the run reports a failure");
+        CHECK(good.c.taken == 10 && !good.x.failed, "the good transfer completes (%d/10)", good.c.taken);
+        CHECK(bad.x.failed && bad.c.taken == 0, "the bad transfer failed, nothing taken");
+        int code = s3x_error_restore(&bad.x.err);
+        CHECK(code == S3X_EHTTP && s3x_error_last()->http_status == 404, "its own error: %d %s", code,
+              s3x_error_last()->message);
+        one_done(&s, &good);
+        one_done(&s, &bad);
+    }
+
+    /* A 503 per part: retried through the one retry path and counted. */
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 3);
+        one f;
+        one_init(&f, cl, 1, "flaky", 5);
+        s3x_sched_add(&s, &f.t, &test_kind, &f.c, &f.x, 3, 0);
+        CHECK(s3x_sched_run(&s) == 0, "the flaky transfer succeeds: %s", s3x_error_last()->message);
+        CHECK(f.c.taken == 5, "every part taken (%d/5)", f.c.taken);
+        CHECK(f.res.requests == 10 && f.res.retries == 5 && f.res.retries_http == 5,
+              "requests %lld (want 10), retries %lld (want 5), http retries %lld (want 5)",
+              (long long)f.res.requests, (long long)f.res.retries, (long long)f.res.retries_http);
+        one_done(&s, &f);
+    }
+
+    /* A cancel before the run: the transfer fails with ECANCELLED naming
+     * the object, without a request. */
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 2);
+        one c;
+        one_init(&c, cl, 1, "cancelled", 5);
+        s3x_sched_add(&s, &c.t, &test_kind, &c.c, &c.x, 2, 0);
+        atomic_store(&c.x.cancel, 1);
+        CHECK(s3x_sched_run(&s) == -1, "a cancelled run fails");
+        int code = s3x_error_restore(&c.x.err);
+        CHECK(code == S3X_ECANCELLED && strstr(s3x_error_last()->message, "test of s3://bkt/cancelled cancelled"),
+              "cancel error: %d %s", code, s3x_error_last()->message);
+        CHECK(c.res.requests == 0, "no request made (%lld)", (long long)c.res.requests);
+        one_done(&s, &c);
+    }
+
+    s3x_client_free(cl);
+    shutdown(lfd, SHUT_RDWR);
+    close(lfd);
+    pthread_join(server, NULL);
+    return tap_summary("test_scheduler");
+}
