@@ -2,6 +2,7 @@
  * and mapping outcomes to s3xfer errors. */
 #include "client_internal.h"
 #include <inttypes.h>
+#include "buf.h"
 #include "error.h"
 #include "range.h"
 #include "s3xml.h"
@@ -23,13 +24,6 @@ double s3x_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static char *dupn(const char *s, size_t n) {
-    char *p = malloc(n + 1);
-    if (!p) return NULL;
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
 
 /* ---- curl callbacks ---------------------------------------------------- */
 
@@ -87,7 +81,7 @@ static int header_is(const char *line, size_t n, const char *name, const char **
 
 static void set_field(char **field, const char *v, size_t n) {
     free(*field);
-    *field = dupn(v, n);
+    *field = s3x_strndup(v, n);
 }
 
 static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {

@@ -7,6 +7,7 @@
  * they are grown without realloc (which could leave a copy behind in freed
  * memory) and wiped, like the file's text, before they are freed. */
 #include "ini.h"
+#include "buf.h"
 #include "error.h"
 #include "sigv4.h" /* s3x_utf8_decode, s3x_utf8_space */
 
@@ -47,13 +48,6 @@ static void wipe_free(void *p, size_t n) {
     free(p);
 }
 
-static char *dupn(const char *s, size_t n) {
-    char *p = malloc(n + 1);
-    if (!p) return NULL;
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
 
 /* Grows an array of elements of size sz to hold one more. */
 static int grow(void **arr, size_t *cap, size_t n, size_t sz) {
@@ -153,7 +147,7 @@ static int add_section(parse *P, const char *name, size_t n, size_t line, size_t
     }
     if (grow((void **)&ini->sections, &ini->capsections, ini->nsections, sizeof *ini->sections)) return -1;
     ini_section *s = &ini->sections[ini->nsections];
-    if (!(s->name = dupn(name, n))) return -1;
+    if (!(s->name = s3x_strndup(name, n))) return -1;
     s->line = line;
     s->is_default = is_default;
     *idx = ini->nsections++;
@@ -166,7 +160,7 @@ static int add_entry(parse *P, size_t section, const char *name, size_t nlen, co
     if (grow((void **)&ini->entries, &ini->capentries, ini->nentries, sizeof *ini->entries)) return -1;
     ini_entry *e = &ini->entries[ini->nentries];
     memset(e, 0, sizeof *e);
-    if (!(e->name = dupn(name, nlen))) return -1;
+    if (!(e->name = s3x_strndup(name, nlen))) return -1;
     for (char *c = e->name; *c; c++) *c = (char)ascii_lower((unsigned char)*c);
     e->section = section;
     e->line = line;

@@ -81,3 +81,11 @@ void s3x_free_secret(char *s) {
     s3x_wipe(s, strlen(s));
     free(s);
 }
+
+char *s3x_strndup(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}

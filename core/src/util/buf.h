@@ -28,6 +28,8 @@ int s3x_buf_vprintf(s3x_buf *b, const char *fmt, va_list ap)
     ;
 void s3x_buf_clear(s3x_buf *b);  /* len = 0, keeps memory */
 void s3x_buf_free(s3x_buf *b);   /* releases memory, back to S3X_BUF_INIT */
+/* A NUL-terminated copy of the n bytes at s (which need no NUL), or NULL. */
+char *s3x_strndup(const char *s, size_t n);
 /* Overwrites n bytes with zeros in a way the compiler may not drop (for
  * secrets about to be freed). */
 void s3x_wipe(void *p, size_t n);
