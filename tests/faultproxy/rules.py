@@ -319,7 +319,7 @@ class Rule:
             key = key.strip()
             if not eq:
                 raise ValueError(f"rule {text!r}: expected key=value, got {item!r}")
-            if key == "message":
+            if key in ("message", "retry_after"):
                 value = urllib.parse.unquote(value)
             kwargs[key] = value.strip()
         return cls.from_dict({"fault": fault.strip(), **kwargs})

@@ -273,6 +273,14 @@ int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r) { return s3x_xfer_perform_ex(
 
 int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied) {
     if (maybe_applied) *maybe_applied = 0;
+    /* The cleanup after a failure gets a retry window of its own: a transfer
+     * that gave up on a storm must still abort its multipart upload, and the
+     * storm that failed it is throttling the abort too. */
+    if (!strcmp(r->op, "AbortMultipartUpload") && x->storm_since > 0) {
+        x->res->throttled_seconds += s3x_now() - x->storm_since;
+        x->storm_since = 0;
+        x->storm_throttled = 0;
+    }
     for (int attempt = 1;; attempt++) {
         if (attempt > 1) {
             /* keep the request description, drop the last response */
