@@ -47,6 +47,10 @@ static void usage(FILE *f) {
             "  --size-hint SIZE            expected size of stdin (sizes its parts; 0: unknown)\n"
             "  --max-attempts N            attempts per request\n"
             "  --slow-part-timeout off|dynamic|MS   first-byte timeout for parts\n"
+            "  --retry-timeout MS          keep retrying throttling (503 SlowDown, 429, 500) for up to MS\n"
+            "                              with no request succeeding (default 120000; 0: max-attempts only)\n"
+            "  --retry-mode standard|adaptive   adaptive (default): a request rate shared by the\n"
+            "                              client's transfers, cut on throttling, regained on success\n"
             "  --progress / --no-progress  progress bar (default: when stderr is a terminal)\n"
             "  -q, --quiet         print nothing on success\n"
             "  -h, --help          this help\n"
@@ -200,6 +204,9 @@ static void summary(const char *verb, int upload, const char *path, const cli_s3
     printf(" (%s in %.2f s, %s/s, %" PRId64 " part%s, %" PRId64 " request%s, %" PRId64 " retr%s)\n", b, r->seconds,
            rate, r->parts, r->parts == 1 ? "" : "s", r->requests, r->requests == 1 ? "" : "s", r->retries,
            r->retries == 1 ? "y" : "ies");
+    if (r->retries_throttled)
+        printf("  throttled by the server: %" PRId64 " retr%s, %.1f s spent throttled\n", r->retries_throttled,
+               r->retries_throttled == 1 ? "y" : "ies", r->throttled_seconds);
 }
 
 /* The tool's own end of a stream (stdin, stdout, a FIFO). The library would
@@ -516,7 +523,8 @@ int main(int argc, char **argv) {
     /* First, so that no thread starts with these signals unblocked. */
     if (cli_signals_start()) return 1;
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
-           O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC };
+           O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC,
+           O_RTIMEOUT, O_RMODE };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -535,6 +543,8 @@ int main(int argc, char **argv) {
         {"checksum-location", required_argument, 0, O_CSUMLOC},
         {"max-attempts", required_argument, 0, O_ATTEMPTS},
         {"slow-part-timeout", required_argument, 0, O_SLOW},
+        {"retry-timeout", required_argument, 0, O_RTIMEOUT},
+        {"retry-mode", required_argument, 0, O_RMODE},
         {"memory-limit", required_argument, 0, O_MEM},
         {"size-hint", required_argument, 0, O_HINT},
         {"multipart-threshold", required_argument, 0, O_THRESH},
@@ -568,6 +578,8 @@ int main(int argc, char **argv) {
         case O_CONC: bad = set_number(&k, S3X_PARAM_CONCURRENCY, optarg, "--concurrency", 0); break;
         case O_ATTEMPTS: bad = set_number(&k, S3X_PARAM_MAX_ATTEMPTS, optarg, "--max-attempts", 0); break;
         case O_SLOW: bad = set_slow(&k, optarg); break;
+        case O_RTIMEOUT: bad = set_number(&k, S3X_PARAM_RETRY_TIMEOUT, optarg, "--retry-timeout", 0); break;
+        case O_RMODE: bad = set_enum(&k, S3X_PARAM_RETRY_MODE, optarg, "--retry-mode", "standard", "adaptive", NULL, NULL, NULL); break;
         case O_STRAT: bad = set_enum(&k, S3X_PARAM_BUFFER_STRATEGY, optarg, "--buffer-strategy", "auto", "buffered", "unbuffered", NULL, NULL); break;
         case O_POOL: bad = set_enum(&k, S3X_PARAM_POOL, optarg, "--pool", "bounded", "cache", "malloc", NULL, NULL); break;
         case O_CSUM: bad = set_enum(&k, S3X_PARAM_CHECKSUM, optarg, "--checksum", "none", "crc32c", "crc32", "sha256", "md5"); break;

@@ -7,7 +7,7 @@
 
 from . import _core
 from .client import CancelToken, Client
-from .config import BufferStrategy, Checksum, ChecksumLocation, Pool, TransferConfig
+from .config import BufferStrategy, Checksum, ChecksumLocation, Pool, RetryMode, TransferConfig
 from .result import TransferResult
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
@@ -15,4 +15,4 @@ from .errors import __all__ as _errors_all
 __version__ = _core.py_version()
 
 __all__ = ["Client", "CancelToken", "TransferConfig", "TransferResult", "BufferStrategy", "Pool", "Checksum",
-           "ChecksumLocation", "__version__"] + list(_errors_all)
+           "ChecksumLocation", "RetryMode", "__version__"] + list(_errors_all)

@@ -27,6 +27,13 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 <<
           "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
 
 
+def _ms(text: str) -> int:
+    """A duration flag in whole milliseconds: digits only (no sign, fraction or unit)."""
+    if not re.fullmatch(r"[0-9]+", text or ""):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of milliseconds")
+    return int(text)
+
+
 def _size(text: str) -> int:
     """A size flag's value: digits and an optional unit, nothing else. The old
     float() parse let "0.5" become 0 (no limit), "1e300" overflow, and
@@ -126,7 +133,7 @@ def _config(a) -> TransferConfig:
                           memory_limit=a.memory_limit, max_attempts=a.max_attempts,
                           slow_part_timeout=(int(a.slow_part_timeout) if a.slow_part_timeout and
                                              a.slow_part_timeout.isdigit() else a.slow_part_timeout),
-                          size_hint=a.size_hint)
+                          size_hint=a.size_hint, retry_timeout=a.retry_timeout, retry_mode=a.retry_mode)
 
 
 class _StdinReader:
@@ -393,6 +400,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     cp.add_argument("--size-hint", type=_size, metavar="SIZE")
     cp.add_argument("--max-attempts", type=int)
     cp.add_argument("--slow-part-timeout", help="off, dynamic or milliseconds")
+    cp.add_argument("--retry-timeout", type=_ms, metavar="MS",
+                    help="keep retrying throttling answers this long with no request succeeding")
+    cp.add_argument("--retry-mode", choices=["standard", "adaptive"])
     cp.add_argument("--progress", dest="progress", action="store_true", default=None)
     cp.add_argument("--no-progress", dest="progress", action="store_false")
     for name, helptext in (("ls", "list objects"), ("mb", "make a bucket"), ("rb", "remove an empty bucket"),

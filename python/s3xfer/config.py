@@ -33,6 +33,14 @@ class Checksum(str, enum.Enum):
     MD5 = "md5"
 
 
+class RetryMode(str, enum.Enum):
+    """How throttled retries are paced (botocore's names): ``STANDARD`` (each
+    request backs off on its own) or ``ADAPTIVE`` (also a request rate shared
+    by every transfer on the client, cut on throttling, regained on success)."""
+    STANDARD = "standard"
+    ADAPTIVE = "adaptive"
+
+
 class ChecksumLocation(str, enum.Enum):
     """Where an upload part's checksum travels: ``AUTO`` (a trailer when the
     body is sent unsigned), ``HEADER`` (hashed before sending) or ``TRAILER``
@@ -53,6 +61,7 @@ _ENUMS = {
     "checksum_location": (ChecksumLocation, {"auto": _core.S3X_CHECKSUM_LOCATION_AUTO,
                                              "header": _core.S3X_CHECKSUM_LOCATION_HEADER,
                                              "trailer": _core.S3X_CHECKSUM_LOCATION_TRAILER}),
+    "retry_mode": (RetryMode, {"standard": _core.S3X_RETRY_MODE_STANDARD, "adaptive": _core.S3X_RETRY_MODE_ADAPTIVE}),
 }
 
 # Knobs that only one manager takes.
@@ -100,11 +109,16 @@ class TransferConfig:
         stall_timeout_ms: drop and retry a request that moves less than
             ``stall_min_rate`` bytes/s for this long (0 = off; whole seconds).
         stall_min_rate: bytes/s below which a request counts as stalled.
+        retry_timeout: milliseconds a transfer keeps retrying throttling
+            answers (503 SlowDown, 429, 500 ...) with no request succeeding,
+            whatever max_attempts says (default 120000; 0 = throttling is
+            retried max_attempts times like other errors).
+        retry_mode: "adaptive" (default) | "standard": see RetryMode.
     """
 
     _FIELDS = ("part_size", "multipart_threshold", "concurrency", "buffer_strategy", "pool", "memory_limit",
                "checksum", "checksum_location", "leave_parts_on_error", "max_attempts", "slow_part_timeout", "validate_checksum",
-               "size_hint", "stall_timeout_ms", "stall_min_rate")
+               "size_hint", "stall_timeout_ms", "stall_min_rate", "retry_timeout", "retry_mode")
 
     def __init__(self, part_size: Optional[int] = None, multipart_threshold: Optional[int] = None,
                  concurrency: Optional[int] = None,
@@ -115,14 +129,16 @@ class TransferConfig:
                  leave_parts_on_error: Optional[bool] = None,
                  max_attempts: Optional[int] = None, slow_part_timeout: Union[str, int, None] = None,
                  validate_checksum: Optional[bool] = None, size_hint: Optional[int] = None,
-                 stall_timeout_ms: Optional[int] = None, stall_min_rate: Optional[int] = None):
+                 stall_timeout_ms: Optional[int] = None, stall_min_rate: Optional[int] = None,
+                 retry_timeout: Optional[int] = None, retry_mode: Union[str, RetryMode, None] = None):
         self._values: Dict[str, int] = {}
         given = dict(part_size=part_size, multipart_threshold=multipart_threshold, concurrency=concurrency,
                      buffer_strategy=buffer_strategy, pool=pool, memory_limit=memory_limit, checksum=checksum,
                      checksum_location=checksum_location,
                      leave_parts_on_error=leave_parts_on_error, max_attempts=max_attempts,
                      slow_part_timeout=slow_part_timeout, validate_checksum=validate_checksum,
-                     size_hint=size_hint, stall_timeout_ms=stall_timeout_ms, stall_min_rate=stall_min_rate)
+                     size_hint=size_hint, stall_timeout_ms=stall_timeout_ms, stall_min_rate=stall_min_rate,
+                     retry_timeout=retry_timeout, retry_mode=retry_mode)
         self._given = {k: v for k, v in given.items() if v is not None}
         for name, value in self._given.items():
             self._values[name] = self._convert(name, value)

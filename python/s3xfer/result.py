@@ -19,7 +19,10 @@ class TransferResult:
     the first-byte timeout in force at the end; ``part_size`` and
     ``concurrency`` used; pool counters ``pool_allocations``,
     ``pool_bytes_allocated``, ``peak_buffer_bytes``, ``buffer_waits``;
-    ``multipart``; ``etag``; ``upload_id``.
+    ``multipart``; ``etag``; ``upload_id``; ``retries_throttled``: requests
+    re-sent after a throttling answer (SlowDown, 429, 503, 500; also in
+    ``retries_http``); ``throttled_seconds``: wall seconds spent throttled
+    (from a throttling answer to the next success, summed over storms).
     """
     bytes: int
     parts: int
@@ -41,6 +44,8 @@ class TransferResult:
     multipart: bool
     etag: str
     upload_id: str
+    retries_throttled: int = 0
+    throttled_seconds: float = 0.0
 
     @classmethod
     def _from_c(cls, d: Dict[str, Any]) -> "TransferResult":
@@ -55,4 +60,5 @@ class TransferResult:
                 f"({self.throughput_mib_s:.1f} MiB/s), requests={self.requests}, retries={self.retries}, "
                 f"part_size={self.part_size}, concurrency={self.concurrency}, "
                 f"pool_allocations={self.pool_allocations}, peak_buffer_bytes={self.peak_buffer_bytes}, "
-                f"buffer_waits={self.buffer_waits}, etag={self.etag!r})")
+                f"buffer_waits={self.buffer_waits}, retries_throttled={self.retries_throttled}, "
+                f"throttled_seconds={self.throttled_seconds:.1f}, etag={self.etag!r})")

@@ -782,8 +782,11 @@ class FaultProxy:
             else:
                 rng = self._rng
             fired_rules: dict[str, int] = {}
+            now = time.monotonic()
             for i, rule in enumerate(self._rules):
                 if not rule.matches(req.kinds):
+                    continue
+                if not rule.in_window(now):
                     continue
                 if rule.times is not None and self._fired[i] >= rule.times:
                     continue
@@ -1018,7 +1021,8 @@ class _Connection:
             "Content-Type: application/xml\r\n"
             f"Content-Length: {len(body)}\r\n"
             f"x-amz-request-id: {rid}\r\n"
-            f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
+            + (f"Retry-After: {e['retry_after']}\r\n" if e.get("retry_after") is not None else "")
+            + f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
             "Server: faultproxy\r\n"
             f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n"
         ).encode()

@@ -38,6 +38,7 @@ FAULTS = {
     "slowdown_503": "error",
     "internal_error_500": "error",
     "error": "error",
+    "storm": "error",
     "reset_request": "reset_request",
     "corrupt_request": "corrupt",
     "reset_response": "reset_response",
@@ -57,6 +58,7 @@ _ERROR_DEFAULTS = {
         "We encountered an internal error. Please try again.",
     ),
     "error": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
+    "storm": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
 }
 
 _REASONS = {
@@ -139,9 +141,13 @@ class Rule:
 
     Parameters by fault (all optional):
       delay_first_byte   delay=SECONDS or (lo, hi) / "lo-hi" (uniform), default 1
-      slowdown_503, internal_error_500, error
-                         status, code, message (error defaults to 503 SlowDown);
-                         body="auto"|"drain"|"close" (pending request body, README)
+      slowdown_503, internal_error_500, error, storm
+                         status, code, message (error and storm default to 503 SlowDown);
+                         body="auto"|"drain"|"close" (pending request body, README);
+                         retry_after=TEXT adds a Retry-After header (seconds or an HTTP-date)
+      storm              start=SECONDS, duration=SECONDS: answers every matching request
+                         (with p) whose arrival is inside [start, start+duration) counted
+                         from the first matching request after the rule was set
       reset_request      after=BYTES or range: RST after this many request-body bytes
       corrupt_request    after=BYTES or range: flip one bit of the request-body byte at this
                          offset (default 0) and forward the rest untouched
@@ -166,6 +172,11 @@ class Rule:
     code: str | None = None
     message: str | None = None
     body: str = "auto"
+    retry_after: Any = None
+    start: Any = None
+    duration: Any = None
+    # storm: monotonic time of the first matching request (the storm's clock)
+    t0: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.fault not in FAULTS:
@@ -217,6 +228,19 @@ class Rule:
                 self.message = dmsg if self.status == dstatus else "Injected fault."
             if self.body not in ("auto", "drain", "close"):
                 raise ValueError("body must be auto, drain or close")
+            if self.retry_after is not None:
+                self.retry_after = str(self.retry_after)
+                if not self.retry_after or any(c in self.retry_after for c in "\r\n"):
+                    raise ValueError("retry_after must be a one-line header value")
+        elif self.retry_after is not None:
+            raise ValueError(f"{f}: 'retry_after' only applies to error faults")
+        if f == "storm":
+            self.start = _seconds(0.0 if self.start is None else self.start)
+            if self.duration is None:
+                raise ValueError("storm needs duration=SECONDS")
+            self.duration = _seconds(self.duration)
+        elif self.start is not None or self.duration is not None:
+            raise ValueError(f"{f}: 'start' and 'duration' only apply to storm")
 
     @property
     def family(self) -> str:
@@ -228,6 +252,15 @@ class Rule:
         if self.status == dstatus:
             return dreason
         return _REASONS.get(self.status or 0, "Error")
+
+    def in_window(self, now: float) -> bool:
+        """storm: whether a request arriving at monotonic time now is inside the
+        storm (the first call starts the storm's clock). Other faults: True."""
+        if self.fault != "storm":
+            return True
+        if self.t0 is None:
+            self.t0 = now
+        return self.start <= now - self.t0 < self.start + self.duration
 
     def matches(self, kinds: frozenset) -> bool:
         return self.kind is None or not self.kind.isdisjoint(kinds)
@@ -251,6 +284,7 @@ class Rule:
             "code": self.code,
             "message": self.message,
             "body": self.body,
+            "retry_after": self.retry_after,
         }
 
     def __str__(self) -> str:
@@ -269,6 +303,10 @@ class Rule:
             parts += [f"rate={self.rate}", f"direction={self.direction}", f"burst={self.burst}"]
         if self.family == "error":
             parts += [f"status={self.status}", f"code={self.code}", f"body={self.body}"]
+            if self.retry_after is not None:
+                parts.append(f"retry_after={self.retry_after}")
+        if self.fault == "storm":
+            parts += [f"start={self.start:g}", f"duration={self.duration:g}"]
         return f"{self.fault}:" + ",".join(parts)
 
     @classmethod
@@ -281,7 +319,7 @@ class Rule:
             key = key.strip()
             if not eq:
                 raise ValueError(f"rule {text!r}: expected key=value, got {item!r}")
-            if key == "message":
+            if key in ("message", "retry_after"):
                 value = urllib.parse.unquote(value)
             kwargs[key] = value.strip()
         return cls.from_dict({"fault": fault.strip(), **kwargs})

@@ -101,10 +101,12 @@ def test_mixed_faults_large_transfer(pclient, client, boto, bucket, proxy, tmp_p
 
 
 def test_faults_on_every_attempt_upload_gives_up_and_aborts(pclient, client, bucket, proxy):
+    # retry_timeout=0: throttling counted against max_attempts (the retry
+    # window itself is tested in test_throttling.py).
     proxy.set_rules(["slowdown_503:kind=upload_part"])
     with pytest.raises(s3xfer.SlowDown) as ei:
         pclient.upload_bytes(os.urandom(3 * P), bucket, "doomed",
-                             config=TransferConfig(part_size=P, concurrency=2, max_attempts=3))
+                             config=TransferConfig(part_size=P, concurrency=2, max_attempts=3, retry_timeout=0))
     e = ei.value
     assert e.status == 503 and "gave up after 3 attempts" in str(e)
     assert client.list_multipart_uploads(bucket) == []

@@ -42,6 +42,11 @@ typedef enum s3x_param {
                                        retried; 0 = off; default 30000 */
     S3X_PARAM_STALL_MIN_RATE,       /* bytes/s below which a request counts as stalled; default 1 */
     S3X_PARAM_CHECKSUM_LOCATION,    /* s3x_checksum_location (upload); default AUTO */
+    S3X_PARAM_RETRY_TIMEOUT,        /* ms, 0 .. 86400000 (default 120000): how long a transfer keeps retrying
+                                       throttling answers (503 SlowDown, 429, 500, ...) with no request
+                                       succeeding, whatever MAX_ATTEMPTS says; 0 = throttling is retried
+                                       MAX_ATTEMPTS times like any other error. See docs/reliability.md */
+    S3X_PARAM_RETRY_MODE,           /* s3x_retry_mode; default ADAPTIVE */
 
     S3X_PARAM__COUNT
 } s3x_param;
@@ -92,6 +97,15 @@ typedef enum s3x_checksum_location {
                                           signing AUTO or UNSIGNED) and not MD5; an upload that cannot
                                           send one fails with S3X_EINVAL before any request */
 } s3x_checksum_location;
+
+/* How retries of throttling answers are paced (botocore's names). */
+typedef enum s3x_retry_mode {
+    S3X_RETRY_MODE_STANDARD = 0,  /* each request backs off on its own (capped exponential, full jitter);
+                                     every retry spends from the retry budget */
+    S3X_RETRY_MODE_ADAPTIVE = 1   /* as standard, and the client's shared request rate drops on throttling
+                                     (multiplicatively) and climbs back on success; throttled retries then
+                                     spend nothing from the retry budget, the rate protects the server */
+} s3x_retry_mode;
 
 #define S3X_SLOW_PART_OFF 0
 #define S3X_SLOW_PART_DYNAMIC (-1)

@@ -45,6 +45,11 @@ typedef struct s3x_result {
     int multipart;              /* 1 when a multipart upload / ranged download was used */
     char etag[128];             /* ETag of the object (quotes included) */
     char upload_id[256];        /* multipart upload id (upload), or "" */
+    /* Added after the fields above (ABI order kept). */
+    int64_t retries_throttled;  /* requests re-sent after a throttling answer (SlowDown, 429, 503, 500;
+                                   also counted in retries and retries_http) */
+    double throttled_seconds;   /* wall seconds the transfer spent throttled: from a throttling answer
+                                   to the next request that succeeded, summed over storms */
 } s3x_result;
 
 /* Progress: bytes done so far and the total (-1 when unknown). Called on the

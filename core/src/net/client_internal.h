@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include "buf.h"
 #include "chunked.h"
+#include "ratelimit.h"
 #include "sigv4.h"
 #include "s3xfer/s3xfer.h"
 
@@ -31,6 +32,8 @@ struct s3x_client {
 
     char sign_date[9];  /* signing-key cache: the date it was derived for */
     unsigned char sign_key[32];
+
+    s3x_ratelimit rate;   /* adaptive request rate, shared by every transfer on this client */
 };
 
 #define S3X_MAX_QUERY 8
@@ -74,6 +77,7 @@ struct s3x_http_req {
     long status;
     s3x_buf resp_body;
     char *etag, *request_id, *content_range, *content_type, *last_modified, *version_id;
+    double retry_after_s;      /* Retry-After in seconds (bounded by S3X_RETRY_AFTER_MAX_S); -1 when absent */
     int checksum_kind;         /* s3x_checksum of an x-amz-checksum-* response header, or 0 */
     char *checksum_value;      /* its value (base64; "...-N" for composite checksums) */
     int64_t content_length;    /* -1 when absent */
@@ -125,6 +129,16 @@ void s3x_http_wakeup(s3x_client *c);
 int s3x_http_check(s3x_client *c, s3x_http_req *r);
 /* Classifies a finished failed request as retryable (1) or not (0). */
 int s3x_http_retryable(const s3x_http_req *r);
+/* 1 when a finished request was throttled: 429, 503, or an error whose parsed
+ * <Code> is a throttling or transient server code (SlowDown, Throttling,
+ * ThrottlingException, RequestLimitExceeded, ServiceUnavailable,
+ * InternalError, ...), in a 5xx, a 400 or the 200 of s3x_http_error_in_200. */
+int s3x_http_throttled(const s3x_http_req *r);
+/* 1 when a 200 response of CompleteMultipartUpload / CopyObject /
+ * UploadPartCopy carries an <Error> body (the operation failed after the status). */
+int s3x_http_error_in_200(const s3x_http_req *r);
+/* Upper bound on a Retry-After honoured (seconds). */
+#define S3X_RETRY_AFTER_MAX_S 60.0
 /* Releases everything a request holds and returns its easy handle to the
  * client; the request may then be filled and run again. */
 void s3x_http_req_reset(s3x_client *c, s3x_http_req *r);

@@ -84,6 +84,31 @@ static void set_field(char **field, const char *v, size_t n) {
     *field = s3x_strndup(v, n);
 }
 
+/* Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3). Anything
+ * else counts as absent (-1). Bounded here so a hostile or confused server
+ * cannot park a transfer: the retry window bounds it again in the judge. */
+static double parse_retry_after(const char *v, size_t vl) {
+    char tmp[64];
+    if (vl == 0 || vl >= sizeof tmp) return -1;
+    memcpy(tmp, v, vl);
+    tmp[vl] = 0;
+    double s;
+    if (tmp[0] >= '0' && tmp[0] <= '9') {
+        int64_t secs = 0;
+        for (size_t i = 0; i < vl; i++) {
+            if (tmp[i] < '0' || tmp[i] > '9') return -1;
+            if (secs < 1000000) secs = secs * 10 + (tmp[i] - '0');
+        }
+        s = (double)secs;
+    } else {
+        time_t when = curl_getdate(tmp, NULL);
+        if (when == (time_t)-1) return -1;
+        s = difftime(when, time(NULL));
+        if (s < 0) s = 0;
+    }
+    return s > S3X_RETRY_AFTER_MAX_S ? S3X_RETRY_AFTER_MAX_S : s;
+}
+
 static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     s3x_http_req *r = ud;
     size_t n = size * nitems;
@@ -99,6 +124,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
             status = status * 10 + (*d - '0');
         r->status = status;
         r->got_status = 1;
+        r->retry_after_s = -1;
         /* Lengths of an interim response (100 Continue) say nothing about
          * the final one's body. */
         r->content_length = -1;
@@ -124,6 +150,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
         set_field(&r->checksum_value, v, vl);
         r->checksum_kind = S3X_CHECKSUM_SHA256;
     }
+    else if (header_is(line, n, "retry-after", &v, &vl)) r->retry_after_s = parse_retry_after(v, vl);
     else if (header_is(line, n, "content-length", &v, &vl)) {
         /* Digits only, no overflow (strtoll took "+1", "-5" and saturated
          * huge values). A value that is not a length counts as absent:
@@ -387,6 +414,7 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     if (rc) return rc;
     r->status = 0;
     r->content_length = -1;
+    r->retry_after_s = -1;
     r->t_start = s3x_now();
     s3x_buf path = S3X_BUF_INIT, host = S3X_BUF_INIT;
     char hash[65];
@@ -600,6 +628,56 @@ int s3x_http_check(s3x_client *c, s3x_http_req *r) {
     return rc;
 }
 
+/* The <Code> of an error body, or NULL (caller frees). */
+static char *error_code(const s3x_http_req *r) {
+    if (!r->resp_body.len || !r->resp_body.data) return NULL;
+    s3x_xml_error xe;
+    memset(&xe, 0, sizeof xe);
+    char *code = NULL;
+    if (s3x_xml_parse_error(r->resp_body.data, r->resp_body.len, &xe) == 0 && xe.code && *xe.code) {
+        code = xe.code;
+        xe.code = NULL;
+    }
+    s3x_xml_error_free(&xe);
+    return code;
+}
+
+static int throttling_code(const char *c) {
+    static const char *const codes[] = {"SlowDown", "Throttling", "ThrottlingException", "ThrottledException",
+                                        "RequestThrottled", "RequestThrottledException", "TooManyRequestsException",
+                                        "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+                                        "BandwidthLimitExceeded", "LimitExceededException", "EC2ThrottledException",
+                                        "ServiceUnavailable", "InternalError", "PriorRequestNotComplete", NULL};
+    for (int i = 0; codes[i]; i++)
+        if (!strcmp(c, codes[i])) return 1;
+    return 0;
+}
+
+int s3x_http_error_in_200(const s3x_http_req *r) {
+    /* Only operations that S3 documents as able to fail after sending 200
+     * (their work runs after the status line): a GetObject body is the
+     * object's bytes, whatever they look like. */
+    if (r->curl_rc != CURLE_OK || r->status != 200 || r->write_fn || !r->resp_body.len) return 0;
+    if (strcmp(r->op, "CompleteMultipartUpload") && strcmp(r->op, "CopyObject") && strcmp(r->op, "UploadPartCopy"))
+        return 0;
+    return s3x_xml_is_error(r->resp_body.data, r->resp_body.len);
+}
+
+int s3x_http_throttled(const s3x_http_req *r) {
+    if (r->curl_rc != CURLE_OK || r->read_failed || r->aborted_by_callback) return 0;
+    if (r->status == 429 || r->status == 503) return 1;
+    char *code = NULL;
+    int t = 0;
+    if (r->status == 500 || r->status == 400 || (r->status == 200 && s3x_http_error_in_200(r)) ||
+        (r->status >= 500 && r->status < 600)) {
+        code = error_code(r);
+        if (code) t = throttling_code(code);
+        else if (r->status == 500) t = 1; /* a bare 500: S3's InternalError without a body (HEAD) */
+    }
+    free(code);
+    return t;
+}
+
 int s3x_http_retryable(const s3x_http_req *r) {
     if (r->read_failed || r->aborted_by_callback) return 0;
     if (r->curl_rc != CURLE_OK) {
@@ -614,18 +692,24 @@ int s3x_http_retryable(const s3x_http_req *r) {
             return 1;
         }
     }
-    if (r->status == 500 || r->status == 502 || r->status == 503 || r->status == 504) return 1;
-    if (r->status == 400 && r->resp_body.len &&
-        (strstr(r->resp_body.data, "<Code>RequestTimeout</Code>") ||
-         strstr(r->resp_body.data, "<Code>InternalError</Code>")))
-        return 1;
-    /* The server saw a body that does not match its checksum: bytes damaged
-     * on the way. Every attempt sends the body again from its source (a
-     * changed file is caught separately), so a retry can succeed. */
-    if (r->status == 400 && r->resp_body.len && (r->read_fn || r->body_len) &&
-        (strstr(r->resp_body.data, "<Code>BadDigest</Code>") || strstr(r->resp_body.data, "<Code>InvalidDigest</Code>") ||
-         strstr(r->resp_body.data, "<Code>XAmzContentChecksumMismatch</Code>")))
-        return 1;
+    if (r->status == 500 || r->status == 502 || r->status == 503 || r->status == 504 || r->status == 429) return 1;
+    if (s3x_http_throttled(r)) return 1;
+    if (r->status != 400) return 0;
+    /* Decided on the parsed <Code>, never on a substring of the body (a
+     * message or a key can contain any text). */
+    char *code = error_code(r);
+    int again = 0;
+    if (code) {
+        if (!strcmp(code, "RequestTimeout")) again = 1;
+        /* The server saw a body that does not match its checksum: bytes damaged
+         * on the way. Every attempt sends the body again from its source (a
+         * changed file is caught separately), so a retry can succeed. */
+        else if ((r->read_fn || r->body_len) && (!strcmp(code, "BadDigest") || !strcmp(code, "InvalidDigest") ||
+                                                 !strcmp(code, "XAmzContentChecksumMismatch")))
+            again = 1;
+    }
+    free(code);
+    return again;
     return 0;
 }
 

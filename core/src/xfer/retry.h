@@ -14,6 +14,9 @@ double s3x_rng_uniform(s3x_rng *r); /* [0, 1) */
 #define S3X_BACKOFF_BASE_S 0.05
 #define S3X_BACKOFF_CAP_S 20.0
 double s3x_backoff_delay(s3x_rng *r, int attempt);
+/* In adaptive mode a throttled request's own backoff is at most this; the
+ * client's shared rate does the rest of the pacing. */
+#define S3X_THROTTLE_ADAPTIVE_CAP_S 2.0
 
 /* Token bucket: a retry spends tokens, a success gives one back; with the
  * bucket empty no retry is made, so a dying server is not hammered. */

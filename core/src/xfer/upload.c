@@ -558,22 +558,10 @@ static int complete_mpu(run *R) {
     r.headers[r.nheaders++] = (s3x_kv){"content-type", "application/xml"};
     r.body = body;
     r.body_len = blen;
-    /* A 200 whose body is a retryable <Error> is retried like a 500. */
-    for (int attempt = 1;; attempt++) {
-        rc = s3x_xfer_perform(R->x, &r);
-        if (!rc) rc = s3x_http_check_complete_body(&r);
-        const char *code = s3x_error_last()->s3_code;
-        int again = rc == S3X_EHTTP && r.status == 200 && attempt < R->x->params[S3X_PARAM_MAX_ATTEMPTS] &&
-                    (!strcmp(code, "InternalError") || !strcmp(code, "SlowDown") ||
-                     !strcmp(code, "ServiceUnavailable") || !strcmp(code, "RequestTimeout"));
-        if (!again) break;
-        R->x->res->retries++;
-        R->x->res->retries_http++;
-        double d = s3x_backoff_delay(&R->x->rng, attempt);
-        struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-        nanosleep(&ts, NULL);
-        s3x_http_req_reset(R->x->client, &r);
-    }
+    /* A 200 whose body is a retryable <Error> is retried like a 500: the
+     * judge (s3x_http_error_in_200) decides, under the same window. */
+    rc = s3x_xfer_perform(R->x, &r);
+    if (!rc) rc = s3x_http_check_complete_body(&r);
     if (!rc) {
         s3x_xml_complete c;
         memset(&c, 0, sizeof c);

@@ -30,6 +30,8 @@ typedef struct s3x_xfer {
     int failed;                /* an error is saved in err */
     int64_t progress_last;     /* last value reported (reports never go back) */
     double progress_at;        /* when it was reported */
+    double storm_since;        /* first throttling answer since the last success; 0 = none */
+    int64_t storm_throttled;   /* throttling answers since then */
     s3x_saved_error err;
 } s3x_xfer;
 
