@@ -309,6 +309,8 @@ static void finish_item(s3x_batch *b, item *it, int rc) {
     pthread_mutex_unlock(&b->mu);
     if (fail_fast) s3x_batch_cancel_all(b);
     if (it->cb.done) {
+        /* The callback sees this transfer's error as the thread's last. */
+        if (rc) s3x_error_restore(&it->err);
         s3x_error e = {it->err.code, it->err.http_status, it->err.message ? it->err.message : "",
                        it->err.s3_code ? it->err.s3_code : "", it->err.request_id ? it->err.request_id : ""};
         it->cb.done(b, it->id, rc, rc ? &e : NULL, &it->res, it->cb.payload);
