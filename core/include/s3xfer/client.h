@@ -69,6 +69,21 @@ S3X_API int s3x_client_resolve(s3x_client *client);
 S3X_API const char *s3x_client_endpoint(const s3x_client *client);
 S3X_API const char *s3x_client_region(const s3x_client *client);
 
+/* Which credential provider supplied the keys, by botocore's names:
+ * "explicit", "env", "assume-role", "assume-role-with-web-identity",
+ * "shared-credentials-file", "custom-process", "config-file",
+ * "container-role", "iam-role" (docs/credentials.md). NULL before the
+ * client is resolved. Never the keys. */
+S3X_API const char *s3x_client_credentials_source(const s3x_client *client);
+
+/* How many times temporary credentials were refreshed (before they
+ * expired) since the client was resolved. */
+S3X_API int64_t s3x_client_credentials_refreshes(const s3x_client *client);
+
+/* When the current credentials expire (seconds since the epoch, UTC), or 0
+ * when they do not (static keys) or the client is not resolved. */
+S3X_API double s3x_client_credentials_expiry(s3x_client *client);
+
 /* Frees memory returned by s3xfer (strings, buffers). Accepts NULL. */
 S3X_API void s3x_free(void *p);
 
