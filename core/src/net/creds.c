@@ -501,12 +501,12 @@ int s3x_split_command(const char *cmd, char ***argv_out, const char **why) {
     }
     const char *p = cmd;
     for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
         if (!*p) break;
         s3x_buf w = S3X_BUF_INIT;
         int bad = 0;
         if (s3x_buf_puts(&w, "")) bad = 1;
-        while (!bad && *p && !(*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v')) {
+        while (!bad && *p && !(*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) {
             if (*p == '\'') {
                 const char *e = strchr(p + 1, '\'');
                 if (!e) {
@@ -519,7 +519,7 @@ int s3x_split_command(const char *cmd, char ***argv_out, const char **why) {
             } else if (*p == '"') {
                 p++;
                 while (*p && *p != '"') {
-                    if (*p == '\\' && p[1] && strchr("\\\"$`\n", p[1])) p++;
+                    if (*p == '\\' && (p[1] == '\\' || p[1] == '"')) p++;
                     if (s3x_buf_append(&w, p, 1)) bad = 1;
                     p++;
                 }
@@ -535,7 +535,7 @@ int s3x_split_command(const char *cmd, char ***argv_out, const char **why) {
                     bad = 2;
                     break;
                 }
-                if (p[1] != '\n' && s3x_buf_append(&w, p + 1, 1)) bad = 1;
+                if (s3x_buf_append(&w, p + 1, 1)) bad = 1;
                 p += 2;
             } else {
                 if (s3x_buf_append(&w, p, 1)) bad = 1;

@@ -68,9 +68,10 @@ double s3x_wall_now(void);
 void s3x_creds_windows(const s3x_creds *c, double *advisory, double *mandatory);
 
 /* Splits a credential_process command line as Python's shlex.split (POSIX
- * mode) does, which botocore uses: whitespace separates words; '...' is
- * literal; "..." keeps \\, \", \$, \` and \newline escapes; a backslash
- * outside quotes escapes the next character. 0 with a NULL-terminated
+ * mode) does, which botocore uses: space, tab, CR and LF separate words;
+ * '...' is literal; in "..." a backslash escapes only \\ and \"; outside
+ * quotes a backslash makes the next character literal. There is no shell:
+ * no variables, globs, pipes or ';'. 0 with a NULL-terminated
  * malloc'd argv (free with s3x_argv_free), or -1 (unbalanced quote, or no
  * word) with *why set. */
 int s3x_split_command(const char *cmd, char ***argv, const char **why);
