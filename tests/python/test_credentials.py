@@ -531,3 +531,57 @@ def test_checking_proxy_refuses_expired_and_foreign_keys(clean, s3env, proxy, bu
             c.put_object(bucket, "x", b"1")
     assert [r["why"] for r in proxy.rejected][:1] and "expired" in proxy.rejected[0]["why"]
     assert proxy.rejected[-1]["why"] == "signature does not match"
+
+
+def test_refresh_failure_windows(clean, s3env, proxy, bucket, tmp_path):
+    """botocore's rule: a failed refresh in the advisory window keeps the
+    current keys; in the mandatory window it is an error (never a request
+    signed with keys about to expire)."""
+    cfg, _ = clean
+    issued, broken = tmp_path / "issued.txt", tmp_path / "broken"
+    proc = script(tmp_path, "flaky", f"""\
+        import json, os, sys, time
+        from datetime import datetime, timezone
+        if os.path.exists({str(broken)!r}):
+            sys.stderr.write("identity broker is down\\n")
+            sys.exit(7)
+        tok = "flaky-" + os.urandom(4).hex()
+        exp = int(time.time() + 6)
+        with open({str(issued)!r}, "a") as f:
+            f.write("%s %d\\n" % (tok, exp))
+        print(json.dumps({{"Version": 1, "AccessKeyId": {s3env['access_key']!r},
+                          "SecretAccessKey": {s3env['secret_key']!r}, "SessionToken": tok,
+                          "Expiration": datetime.fromtimestamp(exp, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}))
+        """)
+    cfg.write_text(f"[profile flaky]\ncredential_process = {proc}\n")
+
+    class FileIssuer(Issuer):
+        def __init__(self):
+            super().__init__(s3env["access_key"], s3env["secret_key"], 6, "flaky")
+
+        @property
+        def issued(self):
+            return {t: float(e) for t, e in (ln.split() for ln in issued.read_text().splitlines())}
+
+        @issued.setter
+        def issued(self, v):
+            pass
+
+    proxy.issuers.append(FileIssuer())
+    with s3xfer.Client(endpoint_url=proxy.url, profile="flaky") as c:
+        c.put_object(bucket, "a", b"1")
+        exp = c.credentials_expiry
+        broken.write_text("")
+        time.sleep(max(0.0, exp - 2.0 - time.time()))       # advisory window (mandatory is ~1.3 s)
+        c.put_object(bucket, "b", b"2")                      # refresh failed: the current keys are kept
+        assert c.credentials_refreshes == 0 and c.credentials_expiry == exp
+        time.sleep(max(0.0, exp - 0.6 - time.time()))       # mandatory window
+        with pytest.raises(s3xfer.CredentialsError) as ei:
+            c.put_object(bucket, "c", b"3")
+        msg = str(ei.value)
+        assert "custom-process" in msg and "could not be refreshed" in msg and "identity broker is down" in msg
+        broken.unlink()
+        c.put_object(bucket, "d", b"4")                      # the provider is back: fresh keys
+        assert c.credentials_refreshes == 1 and c.credentials_expiry > exp
+    assert not proxy.rejected, proxy.rejected
+    assert len(issued.read_text().splitlines()) == 2

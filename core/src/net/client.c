@@ -321,6 +321,7 @@ int s3x_client_resolve(s3x_client *c) {
     c->creds = cr;
     pthread_mutex_unlock(&c->cred_mu);
     c->cred_refreshes = 0;
+    c->cred_retry_at = 0;
     c->resolved = 1;
     return 0;
 oom:
@@ -338,9 +339,12 @@ int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out) {
     pthread_mutex_unlock(&c->cred_mu);
     if (!cur) return s3x_seterr(S3X_EINTERNAL, "credentials used before they were resolved");
     if (cur->expiry) {
-        double advisory, mandatory, left = cur->expiry - s3x_wall_now();
+        double now = s3x_wall_now(), advisory, mandatory, left = cur->expiry - now;
         s3x_creds_windows(cur, &advisory, &mandatory);
-        if (left <= advisory) {
+        /* After a failed advisory refresh the next try waits a second (a
+         * failing credential_process is not run for every request); inside
+         * the mandatory window every request tries. */
+        if (left <= mandatory || (left <= advisory && now >= c->cred_retry_at)) {
             s3x_creds *fresh = NULL;
             int rc = s3x_cred_source_fetch(c->cred_src, &fresh);
             if (!rc) {
@@ -352,7 +356,9 @@ int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out) {
                 s3x_creds_unref(old);
                 s3x_creds_unref(cur);
                 cur = fresh;
-            } else if (left <= mandatory) {
+            } else if (left > mandatory) {
+                c->cred_retry_at = now + 1.0;
+            } else {
                 /* botocore: a failed advisory refresh keeps the old keys; a
                  * failed mandatory one is an error. */
                 char why[512];

@@ -31,6 +31,7 @@ struct s3x_client {
     s3x_creds *creds;
     s3x_cred_source *cred_src;
     int64_t cred_refreshes;
+    double cred_retry_at;   /* wall time before which a failed advisory refresh is not retried */
     int path_style;
 
     CURLM *multi;
