@@ -585,3 +585,33 @@ def test_refresh_failure_windows(clean, s3env, proxy, bucket, tmp_path):
         assert c.credentials_refreshes == 1 and c.credentials_expiry > exp
     assert not proxy.rejected, proxy.rejected
     assert len(issued.read_text().splitlines()) == 2
+
+
+# ---- the CLI and python -m s3xfer -------------------------------------------------------
+
+def test_cli_profile_through_the_chain(clean, s3env, cli, boto, bucket, tmp_path):
+    """--profile of both command-line tools goes through the same chain: a
+    credential_process profile uploads; a looping one fails with the reason."""
+    import subprocess
+    cfg, _ = clean
+    proc = script(tmp_path, "proc", f"""\
+        import json
+        print(json.dumps({{"Version": 1, "AccessKeyId": {s3env['access_key']!r},
+                          "SecretAccessKey": {s3env['secret_key']!r}}}))
+        """)
+    cfg.write_text(f"[profile viaproc]\ncredential_process = {proc}\n"
+                   f"[profile a]\nrole_arn = {ROLE1}\nsource_profile = b\n"
+                   f"[profile b]\nrole_arn = {ROLE2}\nsource_profile = a\n")
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(1 << 20))
+    env = dict(os.environ)
+    tools = {"cli": [cli], "python": [sys.executable, "-m", "s3xfer"]}
+    for name, argv in tools.items():
+        p = subprocess.run([*argv, "--profile", "viaproc", "cp", str(src), f"s3://{bucket}/{name}"],
+                           capture_output=True, env=env, timeout=120)
+        assert p.returncode == 0, (name, p.stderr)
+        assert boto.get_object(Bucket=bucket, Key=name)["Body"].read() == src.read_bytes()
+        p = subprocess.run([*argv, "--profile", "a", "cp", str(src), f"s3://{bucket}/loop"],
+                           capture_output=True, env=env, timeout=120)
+        assert p.returncode != 0 and b"source_profile loop: a -> b -> a" in p.stderr, (name, p.stderr)
+        assert s3env["secret_key"].encode() not in p.stderr

@@ -25,10 +25,13 @@ typedef struct s3x_client s3x_client;
  *   REGION         AWS_REGION, AWS_DEFAULT_REGION, the profile's region in the
  *                  shared config file, then "us-east-1"
  *   ACCESS_KEY / SECRET_KEY / SESSION_TOKEN
- *                  when PROFILE is set: that profile of the shared credentials
- *                  file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials);
- *                  else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN;
- *                  else the AWS_PROFILE (or "default") profile of that file.
+ *                  botocore's credential chain (docs/credentials.md): the
+ *                  environment (skipped when PROFILE is set), the profile's
+ *                  role_arn (STS AssumeRole), web identity, the shared
+ *                  credentials file, credential_process, the config file, the
+ *                  container endpoint, instance metadata (IMDSv2). Temporary
+ *                  credentials are refreshed before they expire.
+ *   PROFILE        AWS_PROFILE, then "default"
  *   CA_BUNDLE      AWS_CA_BUNDLE, then the system store. */
 typedef enum s3x_client_opt {
     S3X_CLIENT_ENDPOINT_URL = 0,
