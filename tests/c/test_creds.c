@@ -2,12 +2,14 @@
  * reader (json.c), ISO 8601 expirations, the STS answer parser, the
  * credential_process command splitter (checked against Python's
  * shlex.split, which botocore uses), snapshots and their refresh windows. */
+#include "client_internal.h"
 #include "creds.h"
 #include "error.h"
 #include "json.h"
 #include "s3xml.h"
 #include "tap.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,11 +178,65 @@ static void test_snapshots(void) {
     CHECK(adv == 2 && man == 1, "4 seconds: half and a quarter of the lifetime (%g, %g)", adv, man);
 }
 
+/* Signers take snapshots while another thread swaps the client's current
+ * one as a refresh does: every snapshot a signer holds is one whole set (key
+ * n with token n), and none is freed while held (ASan would say). */
+static atomic_int g_mismatch, g_stop;
+
+static void *signer(void *arg) {
+    s3x_client *c = arg;
+    for (int i = 0; i < 20000 && !atomic_load(&g_stop); i++) {
+        s3x_creds *cr = NULL;
+        if (s3x_client_creds_acquire(c, &cr)) {
+            atomic_fetch_add(&g_mismatch, 1);
+            continue;
+        }
+        if (!cr->session_token || strcmp(cr->access_key + 2, cr->session_token + 3) ||
+            strcmp(cr->secret_key + 2, cr->session_token + 3))
+            atomic_fetch_add(&g_mismatch, 1);
+        s3x_creds_unref(cr);
+    }
+    return NULL;
+}
+
+static void test_snapshot_swaps(void) {
+    s3x_client *c = NULL;
+    s3x_client_new(&c);
+    s3x_client_set_string(c, S3X_CLIENT_ENDPOINT_URL, "http://127.0.0.1:1");
+    s3x_client_set_string(c, S3X_CLIENT_ACCESS_KEY, "AK0");
+    s3x_client_set_string(c, S3X_CLIENT_SECRET_KEY, "SK0");
+    s3x_client_set_string(c, S3X_CLIENT_SESSION_TOKEN, "TOK0");
+    if (!CHECK(s3x_client_resolve(c) == 0, "explicit keys resolve: %s", last_msg())) {
+        s3x_client_free(c);
+        return;
+    }
+    CHECK_STREQ(s3x_client_credentials_source(c), "explicit", "source");
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, signer, c);
+    char ak[32], sk[32], tok[32];
+    for (int n = 1; n <= 5000; n++) {
+        snprintf(ak, sizeof ak, "AK%d", n);
+        snprintf(sk, sizeof sk, "SK%d", n);
+        snprintf(tok, sizeof tok, "TOK%d", n);
+        s3x_creds *fresh = s3x_creds_new(ak, sk, tok, 0);
+        pthread_mutex_lock(&c->cred_mu);
+        s3x_creds *old = c->creds;
+        c->creds = fresh;
+        pthread_mutex_unlock(&c->cred_mu);
+        s3x_creds_unref(old);
+    }
+    atomic_store(&g_stop, 1);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    CHECK(atomic_load(&g_mismatch) == 0, "no signer saw a mixed set (%d did)", atomic_load(&g_mismatch));
+    s3x_client_free(c);
+}
+
 int main(void) {
     test_json();
     test_time();
     test_sts();
     test_split();
     test_snapshots();
+    test_snapshot_swaps();
     return tap_summary("test_creds");
 }

@@ -243,6 +243,8 @@ static int http_run(const ctx *x, http_call *h, const char *what) {
 static void http_free(http_call *h) {
     if (h->resp.data) s3x_wipe(h->resp.data, h->resp.len);
     s3x_buf_free(&h->resp);
+    /* The lines hold tokens and signatures. */
+    for (struct curl_slist *l = h->headers; l; l = l->next) s3x_wipe(l->data, strlen(l->data));
     curl_slist_free_all(h->headers);
     h->headers = NULL;
 }
