@@ -492,6 +492,8 @@ def test_refresh_credential_process_during_transfer(clean, s3env, proxy, bucket,
     assert elapsed > 10, elapsed
     assert not proxy.rejected, proxy.rejected[:3]
     tokens = {r["token"] for r in proxy.seen}
+    print(f"credential_process refresh: {elapsed:.1f} s, {len(proxy.seen)} requests, "
+          f"{refreshes} refreshes, {len(tokens)} tokens used, 0 rejected")
     assert refreshes >= 3 and len(tokens) >= 3, (refreshes, len(tokens), elapsed)
 
 
@@ -508,6 +510,8 @@ def test_refresh_imds_during_transfer(clean, s3env, proxy, bucket, tmp_path, mon
             refreshes = c.credentials_refreshes
         assert not proxy.rejected, proxy.rejected[:3]
         tokens = {r["token"] for r in proxy.seen}
+        print(f"IMDS refresh: {elapsed:.1f} s, {len(proxy.seen)} requests, "
+              f"{refreshes} refreshes, {len(tokens)} tokens used, 0 rejected")
         assert refreshes >= 3 and len(tokens) >= 3, (refreshes, len(tokens), elapsed)
         assert tokens <= set(iss.issued)
     finally:
