@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "chunked.h"
 #include "ratelimit.h"
+#include "retrypolicy.h"
 #include "sigv4.h"
 #include "s3xfer/s3xfer.h"
 
@@ -34,6 +35,8 @@ struct s3x_client {
     unsigned char sign_key[32];
 
     s3x_ratelimit rate;   /* adaptive request rate, shared by every transfer on this client */
+    s3x_retry_state retry;  /* the single operations' jitter and retry budget (ops.c) */
+    int retry_ready;        /* retry is seeded */
 };
 
 #define S3X_MAX_QUERY 8
