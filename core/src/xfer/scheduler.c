@@ -137,9 +137,13 @@ static void stop(s3x_transfer *t) {
 }
 
 /* Starts the parts that are due: QUEUED ones and retries whose backoff ended. */
+static int held(s3x_transfer *t) { return t->kind->hold && t->kind->hold(t); }
+
 static void start_due(s3x_transfer *t, double now) {
+    int hold = held(t);
     for (int i = 0; i < t->nparts + t->nside && !t->x->failed; i++) {
         s3x_part *p = s3x_transfer_part(t, i);
+        if (hold && !p->side) continue;
         if (p->state == S3X_PART_QUEUED || (p->state == S3X_PART_RETRY_WAIT && p->retry_at <= now)) {
             if (start(t, p)) s3x_xfer_fail(t->x);
         }
@@ -154,7 +158,7 @@ static void feed_all(s3x_sched *s) {
         progress = 0;
         s3x_transfer *t = s->cursor ? s->cursor : s->head;
         for (s3x_transfer *first = t; t && s->conns < s->max_conns;) {
-            if (!t->finished && !t->x->failed && t->kind->more(t)) {
+            if (!t->finished && !t->x->failed && t->kind->more(t) && !held(t)) {
                 for (int i = 0; i < t->nparts; i++) {
                     s3x_part *p = s3x_transfer_part(t, i);
                     if (p->state != S3X_PART_FREE) continue;
@@ -271,7 +275,12 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
             continue;
         }
         if (!busy(t) && !t->kind->more(t)) {
-            if (t->kind->finish && t->kind->finish(t) < 0) {
+            int f = t->kind->finish ? t->kind->finish(t) : 0;
+            if (f > 0) { /* its last request was queued */
+                running++;
+                continue;
+            }
+            if (f < 0) {
                 s3x_xfer_fail(t->x);
                 stop(t);
                 end(t, 0);
