@@ -183,6 +183,7 @@ static void test_judge(void) {
     s3x_client_set_string(c, S3X_CLIENT_SECRET_KEY, "SK");
     CHECK_EQ(s3x_client_ensure(c), 0, "client settings resolve");
     s3x_retry_state st;
+    memset(&st, 0, sizeof st);
     s3x_retry_state_init(&st, 1);
     s3x_retry_rules standard = {5, 0, 0};
     s3x_result res;
@@ -238,6 +239,7 @@ static void test_judge(void) {
     CHECK_EQ(s3x_retry_judge(&st, &standard, c, &r, 1, 0, 0, NULL, &d), S3X_REQ_FAIL, "budget exhausted");
     CHECK(contains(s3x_error_last()->message, "retry budget exhausted"), "says so: \"%s\"",
           s3x_error_last()->message);
+    s3x_retry_state_clear(&st);
     s3x_client_free(c);
 }
 

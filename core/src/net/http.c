@@ -303,6 +303,9 @@ static int slist_add(s3x_http_req *r, s3x_buf *line, const char *key, const char
  * trip) nor default Accept. The Authorization line is wiped after use. */
 static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const char *path,
                         const char *payload_hash, int64_t decoded) {
+    s3x_creds *cr = NULL;
+    int crc = s3x_client_creds_acquire(c, &cr);
+    if (crc) return crc;
     char date[17];
     amz_now(date);
     s3x_kv hdrs[S3X_MAX_HEADERS + 7];
@@ -310,7 +313,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     hdrs[nh++] = (s3x_kv){"host", host};
     hdrs[nh++] = (s3x_kv){"x-amz-date", date};
     hdrs[nh++] = (s3x_kv){"x-amz-content-sha256", payload_hash};
-    if (c->session_token) hdrs[nh++] = (s3x_kv){"x-amz-security-token", c->session_token};
+    if (cr->session_token) hdrs[nh++] = (s3x_kv){"x-amz-security-token", cr->session_token};
     char decoded_len[24];
     if (r->trailer_kind) {
         snprintf(decoded_len, sizeof decoded_len, "%" PRId64, decoded);
@@ -321,7 +324,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     for (size_t i = 0; i < r->nheaders; i++) hdrs[nh++] = r->headers[i];
 
     s3x_sigv4_input in = {
-        .access_key = c->access_key, .secret_key = c->secret_key, .region = c->region,
+        .access_key = cr->access_key, .secret_key = cr->secret_key, .region = c->region,
         .service = "s3", .amz_date = date, .method = r->method, .encoded_path = path,
         .query = r->query, .nquery = r->nquery, .headers = hdrs, .nheaders = nh,
         .payload_hash = payload_hash,
@@ -331,6 +334,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     int rc = s3x_sigv4_sign(&in, &out);
     if (rc) {
         s3x_sigv4_output_free(&out);
+        s3x_creds_unref(cr);
         return rc;
     }
     curl_slist_free_all(r->slist);
@@ -345,6 +349,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     if (!rc) rc = slist_add(r, &line, "Accept:", NULL);
     s3x_buf_free(&line);
     s3x_sigv4_output_free(&out);
+    s3x_creds_unref(cr); /* after the slist holds copies of the token */
     if (rc) return s3x_seterr(S3X_ENOMEM, "out of memory building request headers");
     return 0;
 }
@@ -462,19 +467,26 @@ static void finish(s3x_client *c, CURL *e, CURLcode res) {
     if (r->on_done) r->on_done(r, r->done_payload);
 }
 
-static void drain_messages(s3x_client *c) {
+/* Hands finished requests to their callbacks; returns how many. */
+static int drain_messages(s3x_client *c) {
     CURLMsg *m;
-    int left;
+    int left, n = 0;
     while ((m = curl_multi_info_read(c->multi, &left)))
-        if (m->msg == CURLMSG_DONE) finish(c, m->easy_handle, m->data.result);
+        if (m->msg == CURLMSG_DONE) {
+            finish(c, m->easy_handle, m->data.result);
+            n++;
+        }
+    return n;
 }
 
 int s3x_http_poll(s3x_client *c, int timeout_ms) {
     int running = 0;
     CURLMcode mc = curl_multi_perform(c->multi, &running);
     if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_perform: %s", curl_multi_strerror(mc));
-    drain_messages(c);
-    if (running > 0 && timeout_ms > 0) {
+    /* Requests that just finished may let the caller start others: it gets
+     * the chance before anything waits. */
+    int finished = drain_messages(c);
+    if (running > 0 && timeout_ms > 0 && !finished) {
         mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
         if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_poll: %s", curl_multi_strerror(mc));
         mc = curl_multi_perform(c->multi, &running);

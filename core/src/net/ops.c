@@ -94,7 +94,16 @@ static int replayable(const s3x_http_req *r, const char **why) {
  * request may have reached the server (the connection broke once it was
  * sent), for the operations where that matters. Returns 0 or the error of
  * the last attempt (thread error set). */
+static int attempts(s3x_client *c, s3x_http_req *r, int *maybe_applied);
+
 static int run_ex(s3x_client *c, s3x_http_req *r, int *maybe_applied) {
+    int rc = attempts(c, r, maybe_applied);
+    /* The operation's storm ends with it (and its saved error is freed). */
+    s3x_retry_storm_end(&c->retry, NULL);
+    return rc;
+}
+
+static int attempts(s3x_client *c, s3x_http_req *r, int *maybe_applied) {
     if (maybe_applied) *maybe_applied = 0;
     if (!c->retry_ready) {
         s3x_retry_state_init(&c->retry, (uintptr_t)c);

@@ -41,7 +41,10 @@ void s3x_budget_refund(s3x_retry_budget *b) {
 }
 
 
+void s3x_retry_state_clear(s3x_retry_state *s) { s3x_saved_error_free(&s->storm_err); }
+
 void s3x_retry_state_init(s3x_retry_state *s, uintptr_t seed_extra) {
+    s3x_retry_state_clear(s);
     memset(s, 0, sizeof *s);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -59,6 +62,7 @@ void s3x_retry_storm_end(s3x_retry_state *s, s3x_result *stats) {
     if (s->storm_since > 0 && stats) stats->throttled_seconds += s3x_now() - s->storm_since;
     s->storm_since = 0;
     s->storm_throttled = 0;
+    s3x_saved_error_free(&s->storm_err);
 }
 
 /* Appends a reason to the thread's error, keeping its code, status and ids. */
@@ -79,6 +83,21 @@ static void amend_error(const char *fmt, ...) {
     s3x_buf_free(&m);
 }
 
+static void amend_window_error(const s3x_retry_state *s, int64_t window_ms, double now) {
+    amend_error(" (throttled for %.1f s with no request succeeding, beyond the retry window of %lld ms; "
+                "%lld requests throttled in that time; raise the retry_timeout knob (--retry-timeout) to "
+                "wait longer)",
+                now - s->storm_since, (long long)window_ms, (long long)s->storm_throttled);
+}
+
+int s3x_retry_storm_expired(s3x_retry_state *s, int64_t window_ms, double now) {
+    if (s->storm_since <= 0 || window_ms <= 0 || !s->storm_err.code) return 0;
+    if (now < s->storm_since + (double)window_ms / 1000.0) return 0;
+    s3x_error_restore(&s->storm_err);
+    amend_window_error(s, window_ms, now);
+    return 1;
+}
+
 int s3x_retry_judge(s3x_retry_state *s, const s3x_retry_rules *rules, s3x_client *c, s3x_http_req *r,
                     int attempt, int cancelled, int64_t first_byte_timeout_ms, s3x_result *stats,
                     double *delay_s) {
@@ -94,8 +113,10 @@ int s3x_retry_judge(s3x_retry_state *s, const s3x_retry_rules *rules, s3x_client
     if (!first_byte_timeout && r->curl_rc == CURLE_OK && r->status >= 200 && r->status < 300 && !r->read_failed &&
         !r->aborted_by_callback && !error_in_200) {
         s3x_budget_refund(&s->budget);
-        s3x_retry_storm_end(s, stats);
-        s3x_rl_on_success(rl, now);
+        /* A request sent before the last throttling answer says nothing
+         * about the server now: it does not end the storm. */
+        if (s->storm_since > 0 && r->t_start >= s->storm_last) s3x_retry_storm_end(s, stats);
+        s3x_rl_on_success(rl, now, r->t_start);
         return S3X_REQ_OK;
     }
     /* Throttling (SlowDown, 429, 503, 500, ...) is the server asking for fewer
@@ -124,6 +145,7 @@ int s3x_retry_judge(s3x_retry_state *s, const s3x_retry_rules *rules, s3x_client
     if (throttled) {
         s3x_rl_on_throttle(rl, now);
         if (s->storm_since <= 0) s->storm_since = now;
+        s->storm_last = now;
         s->storm_throttled++;
     }
     double window_end = s->storm_since + (double)window_ms / 1000.0;
@@ -131,11 +153,10 @@ int s3x_retry_judge(s3x_retry_state *s, const s3x_retry_rules *rules, s3x_client
         /* Inside the window throttling is retried whatever max_attempts says:
          * the window measures the storm (time since a request last
          * succeeded), not one request's attempts. */
+        s3x_saved_error_free(&s->storm_err);
+        s3x_error_save(&s->storm_err);
         if (now >= window_end) {
-            amend_error(" (throttled for %.1f s with no request succeeding, beyond the retry window of %lld ms; "
-                        "%lld requests throttled in that time; raise the retry_timeout knob (--retry-timeout) to "
-                        "wait longer)",
-                        now - s->storm_since, (long long)window_ms, (long long)s->storm_throttled);
+            amend_window_error(s, window_ms, now);
             return S3X_REQ_FAIL;
         }
     } else if (attempt >= rules->max_attempts) {
@@ -164,12 +185,11 @@ int s3x_retry_judge(s3x_retry_state *s, const s3x_retry_rules *rules, s3x_client
     if (throttled) {
         res->retries_throttled++;
         if (adaptive) {
-            /* The shared rate paces retries; the request's own backoff is
-             * capped low so that a retry is never parked long after the
-             * storm has passed (its slot cannot be moved earlier). */
+            /* The shared rate paces every request of a transfer at the
+             * scheduler's gate (s3x_rl_may_send); the request's own backoff
+             * is capped low so that a retry is never parked long after the
+             * storm has passed. */
             if (d > S3X_THROTTLE_ADAPTIVE_CAP_S) d = s3x_rng_uniform(&s->rng) * S3X_THROTTLE_ADAPTIVE_CAP_S;
-            if (r->retry_after_s >= 0 && r->retry_after_s > d) d = r->retry_after_s;
-            d = s3x_rl_reserve(rl, now + d) - now;
         }
         if (r->retry_after_s >= 0 && r->retry_after_s > d) d = r->retry_after_s;
         /* The last try lands at the window's end rather than past it. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "s3xfer/client.h"
 #include "s3xfer/transfer.h"
+#include "error.h"
 
 /* client_internal.h includes this header (a client keeps the retry state of
  * its single operations), so the request type is only named here. */
@@ -49,9 +50,14 @@ typedef struct s3x_retry_state {
     s3x_retry_budget budget;
     double storm_since;        /* first throttling answer since the last success; 0 = none */
     int64_t storm_throttled;   /* throttling answers since then */
+    double storm_last;         /* the last throttling answer */
+    s3x_saved_error storm_err; /* the last throttling answer's error */
 } s3x_retry_state;
-/* Seeds the jitter (from the clock, the pid and seed_extra) and fills the budget. */
+/* Seeds the jitter (from the clock, the pid and seed_extra) and fills the
+ * budget; s must be zeroed or have been cleared by s3x_retry_state_clear. */
 void s3x_retry_state_init(s3x_retry_state *s, uintptr_t seed_extra);
+/* Frees what the state holds (the saved storm error). */
+void s3x_retry_state_clear(s3x_retry_state *s);
 
 /* The knobs the judge obeys (S3X_PARAM_MAX_ATTEMPTS, _RETRY_TIMEOUT, _RETRY_MODE). */
 typedef struct s3x_retry_rules {
@@ -76,6 +82,12 @@ int s3x_retry_judge(s3x_retry_state *s, const s3x_retry_rules *rules, s3x_client
 /* Ends a throttling storm (its seconds go to stats, which may be NULL):
  * a cleanup request after a transfer gave up gets a window of its own. */
 void s3x_retry_storm_end(s3x_retry_state *s, s3x_result *stats);
+
+/* The retry window (window_ms) ran out while requests wait to retry
+ * throttling answers (a rate's gate can hold a retry past it): 1 with the
+ * last throttling answer's error set, amended with the window's reason;
+ * else 0. */
+int s3x_retry_storm_expired(s3x_retry_state *s, int64_t window_ms, double now);
 
 /* Sleeps for s seconds (nothing when s <= 0). */
 void s3x_sleep_s(double s);

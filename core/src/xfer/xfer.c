@@ -21,6 +21,7 @@ int s3x_xfer_init(s3x_xfer *x, s3x_client *c, unsigned scope) {
 
 void s3x_xfer_destroy(s3x_xfer *x) {
     if (x->pool_ready) s3x_pool_release(&x->pool);
+    s3x_retry_state_clear(&x->retry);
     s3x_saved_error_free(&x->err);
 }
 
@@ -115,6 +116,10 @@ void s3x_xfer_heartbeat(s3x_xfer *x, int64_t done, int64_t total) {
 }
 
 int s3x_xfer_cancelled(s3x_xfer *x) { return atomic_load(&x->cancel) != 0; }
+
+int s3x_xfer_storm_expired(s3x_xfer *x, double now) {
+    return s3x_retry_storm_expired(&x->retry, x->params[S3X_PARAM_RETRY_TIMEOUT], now);
+}
 
 int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_timeout, double *delay_s) {
     s3x_retry_rules rules = {x->params[S3X_PARAM_MAX_ATTEMPTS], x->params[S3X_PARAM_RETRY_TIMEOUT],
