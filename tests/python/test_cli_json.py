@@ -219,3 +219,59 @@ def test_bar_shows_throttling_within_the_width(cli, proxy_env, bucket, tmp_path)
         if cols == 30:
             assert not any(f.startswith("[") for f in bars), "no room for the bar itself"
         proxy.set_rules(storm_rules(3))  # a new storm for the next run
+
+
+# ---- python -m s3xfer --json: the same records --------------------------------
+
+def pyrun(*args, input=None, env=None):
+    import sys
+    return subprocess.run([sys.executable, "-m", "s3xfer", *args], input=input, capture_output=True,
+                          env=env, timeout=120)
+
+
+def test_python_tool_json(boto, bucket, tmp_path):
+    data = os.urandom(6 * MiB + 1)
+    src = tmp_path / "src.bin"
+    src.write_bytes(data)
+    key = 'py\x1b[2J\n"k"\u202e\x85'
+    p = pyrun("cp", str(src), f"s3://{bucket}/{key}", "--json", "--progress", "--part-size", "5MiB")
+    assert p.returncode == 0, p.stderr
+    recs = records(p.stdout)
+    final = recs[-1]
+    assert final["outcome"] == "ok" and final["key"] == key and final["direction"] == "upload"
+    assert set(final["result"]) == RESULT_FIELDS
+    assert final["result"]["bytes"] == len(data)
+    assert final["result"]["etag"] == boto.head_object(Bucket=bucket, Key=key)["ETag"]
+    assert recs[-2]["bytes"] == len(data) and recs[-2]["total"] == len(data)
+    assert all(set(x["throttle"]) == {"active", "rate", "throttles", "seconds", "seconds_total"} for x in recs)
+
+    p = pyrun("cp", f"s3://{bucket}/{key}", "-", "--json")
+    assert p.returncode == 0 and p.stdout == data
+    (final,) = records(p.stderr)
+    assert final["result"]["bytes"] == len(data) and final["destination"] == "-"
+
+    p = pyrun("cp", f"s3://{bucket}/missing", str(tmp_path / "out"), "--json")
+    assert p.returncode == 1
+    (final,) = records(p.stdout)
+    assert final["outcome"] == "failed" and final["exit_code"] == 1
+    assert final["error"]["http_status"] == 404 and final["error"]["s3_code"] == "NoSuchKey"
+
+    (rec,) = records(pyrun("rm", f"s3://{bucket}/{key}", "--json").stdout)
+    assert rec["command"] == "rm" and rec["key"] == key and rec["outcome"] == "ok"
+
+
+def test_python_tool_json_storm(proxy_env, boto, bucket, tmp_path):
+    proxy, env = proxy_env
+    data = os.urandom(32 * MiB + 3)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    proxy.set_rules(storm_rules(3))
+    p = pyrun("--endpoint-url", proxy.url, "cp", str(src), f"s3://{bucket}/pystorm", "--json", "--progress",
+              "--part-size", "5MiB", "--concurrency", "8", env=env)
+    assert p.returncode == 0, p.stderr
+    recs = records(p.stdout)
+    active = [x for x in recs[:-1] if x["throttle"]["active"]]
+    assert active and all(x["throttle"]["throttles"] >= 1 for x in active)
+    assert recs[-1]["result"]["retries_throttled"] >= 1
+    proxy.set_rules([])
+    assert boto.get_object(Bucket=bucket, Key="pystorm")["Body"].read() == data
