@@ -29,7 +29,8 @@ static void usage(FILE *f) {
             "global options:\n"
             "  --endpoint-url URL  S3 endpoint (default: AWS_ENDPOINT_URL, else AWS)\n"
             "  --region REGION     signing region (default: AWS_REGION, else us-east-1)\n"
-            "  --profile NAME      shared-credentials profile\n"
+            "  --profile NAME      profile of the shared config/credentials files (roles,\n"
+            "                      credential_process, ...: docs/credentials.md)\n"
             "  --ca-bundle PATH    CA certificates for https endpoints\n"
             "  --no-verify-ssl     do not verify TLS certificates\n"
             "  --addressing-style auto|path|virtual\n"
@@ -67,8 +68,10 @@ static void usage(FILE *f) {
             "anything a terminal would act on: \\\\ for a backslash, \\n \\r \\t, and \\xHH for\n"
             "each byte of other controls (C0, DEL, C1 U+0080..U+009F as their UTF-8 bytes,\n"
             "bidirectional overrides U+202A..U+202E, U+2066..U+2069) and of invalid UTF-8.\n"
-            "\n"
-            "--json: one JSON object per line on stdout (on stderr for cp s3://b/k -, whose\n"
+            "\n",
+            cli_prog);
+    /* Two strings: C99 compilers need only take 4095 characters in one. */
+    fputs("--json: one JSON object per line on stdout (on stderr for cp s3://b/k -, whose\n"
             "stdout carries the object), in place of the summary and the bar. With --progress,\n"
             "{\"type\":\"progress\"} records (bytes, total, seconds, bytes_per_second, throttle:\n"
             "active, rate, throttles, seconds, seconds_total) every 0.2 s at most; then one\n"
@@ -83,7 +86,7 @@ static void usage(FILE *f) {
             "(130 SIGINT, 143 SIGTERM, 129 SIGHUP). A signal cancels a running transfer and\n"
             "returns after its cleanup (a multipart upload is aborted, a partial download\n"
             "removed); any other command ends at once, and so does a second signal.\n",
-            cli_prog);
+          f);
 }
 
 int cli_parse_s3(const char *s, cli_s3url *u) {
