@@ -18,6 +18,10 @@ extern const char *const cli_prog;
  * every such string goes through cli_escape: valid UTF-8 text passes, and
  * the rest is shown as visible escapes (see usage()). */
 
+/* Length of the valid UTF-8 sequence at p and its code point, or 0 when the
+ * byte at p does not start one (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF). Stops at a NUL, which is never a continuation. */
+size_t cli_utf8_seq(const unsigned char *p, uint32_t *cp);
 /* A newly allocated escaped copy of s, or NULL when out of memory. */
 char *cli_escape(const char *s);
 /* Writes s escaped to f. */
@@ -62,6 +66,63 @@ int cli_transfer_end(void);
 int cli_signal_fd(void);
 /* "SIGINT", "SIGTERM", "SIGHUP". */
 const char *cli_signal_name(int sig);
+
+/* ---- progress (cli_progress.c) -------------------------------------------
+ * The progress callback of cp: a bar on stderr that fits the terminal's
+ * width, with the client's throttling state while the server throttles it,
+ * or (json set) one JSON progress record per update. */
+typedef struct cli_progress {
+    s3x_client *client;
+    FILE *json;     /* JSON records go here; NULL: the bar on stderr */
+    int adaptive;   /* the transfer is held to the client's rate: show it */
+    double t0, last_draw;
+    int64_t last_done;
+    int drawn;
+    size_t last_len; /* length of the bar line drawn last, to blank what a shorter one leaves */
+} cli_progress;
+
+void cli_progress_init(cli_progress *p, s3x_client *client, FILE *json, int adaptive);
+/* An s3x_progress_fn; payload is a cli_progress. */
+int cli_progress_cb(int64_t done, int64_t total, void *payload);
+/* Ends the bar's line (nothing for JSON). */
+void cli_progress_end(cli_progress *p);
+
+/* ---- JSON lines (cli_json.c) ----------------------------------------------
+ * --json: one JSON object per line. Strings come from the server and the
+ * command line, so they are escaped: valid UTF-8 passes except controls
+ * (C0, DEL, C1), bidirectional controls and U+2028/U+2029, which become
+ * \uXXXX; a byte that is not UTF-8 becomes \udcXX, the lone surrogate that
+ * Python's "surrogateescape" uses for it, so the exact bytes can be
+ * recovered. */
+
+/* Writes s as a quoted JSON string ("" for NULL). */
+void cli_json_string(FILE *f, const char *s);
+/* Writes a finite number (non-finite values as 0, which JSON cannot carry otherwise). */
+void cli_json_double(FILE *f, double v);
+/* Writes ",\"throttle\":{...}" for the client's state (nothing when it cannot be read). */
+void cli_json_throttle(FILE *f, s3x_client *client);
+
+/* How a command ended, for the final record. */
+typedef struct cli_outcome {
+    int exit_code;
+    int signal;            /* the signal that ended it, or 0 */
+    int failed;            /* 1: an "error" object follows */
+    int code;              /* s3x_errcode (S3X_EIO for the tool's own stream errors) */
+    int http_status;
+    const char *message;
+    const char *s3_code;
+    const char *request_id;
+} cli_outcome;
+
+/* The outcome from the library's last error on this thread. */
+void cli_outcome_from_error(cli_outcome *o, int exit_code);
+/* The final record of a command: {"type":"result","command":...,
+ * "outcome":"ok"|"failed"|"interrupted","exit_code":N, the fields given
+ * (src/dst/bucket/key may be NULL), every field of r when not NULL, the
+ * client's throttling state, and "error" when o->failed}. Flushes f. */
+void cli_json_result(FILE *f, s3x_client *client, const char *command, const char *direction, const char *src,
+                     const char *dst, const char *bucket, const char *key, const s3x_result *r,
+                     const cli_outcome *o);
 
 /* ---- commands -------------------------------------------------------------- */
 

@@ -5,10 +5,7 @@
 
 #include "cli.h"
 
-/* Length of the valid UTF-8 sequence at p and its code point, or 0 when the
- * byte at p does not start one (RFC 3629: no overlong forms, no surrogates,
- * nothing above U+10FFFF). Stops at a NUL, which is never a continuation. */
-static size_t utf8_seq(const unsigned char *p, uint32_t *cp) {
+size_t cli_utf8_seq(const unsigned char *p, uint32_t *cp) {
     unsigned c = p[0];
     if (c < 0x80) {
         *cp = c;
@@ -55,7 +52,7 @@ static size_t escape_into(char *out, const char *s) {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         uint32_t cp = 0;
-        size_t len = utf8_seq(p, &cp);
+        size_t len = cli_utf8_seq(p, &cp);
         const char *named = NULL;
         if (len == 1) {
             if (cp == '\\') named = "\\\\";

@@ -52,7 +52,9 @@ static void usage(FILE *f) {
             "                              with no request succeeding (default 120000; 0: max-attempts only)\n"
             "  --retry-mode standard|adaptive   adaptive (default): a request rate shared by the\n"
             "                              client's transfers, cut on throttling, regained on success\n"
-            "  --progress / --no-progress  progress bar (default: when stderr is a terminal)\n"
+            "  --progress / --no-progress  progress bar (default: when stderr is a terminal); while the\n"
+            "                              server throttles, it shows the throttled retries, seconds and rate\n"
+            "  --json                      JSON lines for scripts (cp, mb, rb, rm; see Output below)\n"
             "  -q, --quiet         print nothing on success\n"
             "  -h, --help          this help\n"
             "  --version           print the version\n"
@@ -66,12 +68,25 @@ static void usage(FILE *f) {
             "anything a terminal would act on: \\\\ for a backslash, \\n \\r \\t, and \\xHH for\n"
             "each byte of other controls (C0, DEL, C1 U+0080..U+009F as their UTF-8 bytes,\n"
             "bidirectional overrides U+202A..U+202E, U+2066..U+2069) and of invalid UTF-8.\n"
+            "\n",
+            cli_prog);
+    /* Two strings: C99 compilers need only take 4095 characters in one. */
+    fputs("--json: one JSON object per line on stdout (on stderr for cp s3://b/k -, whose\n"
+            "stdout carries the object), in place of the summary and the bar. With --progress,\n"
+            "{\"type\":\"progress\"} records (bytes, total, seconds, bytes_per_second, throttle:\n"
+            "active, rate, throttles, seconds, seconds_total) every 0.2 s at most; then one\n"
+            "{\"type\":\"result\"} record: command, outcome ok|failed|interrupted, exit_code,\n"
+            "source, destination, bucket, key, result (every field of s3x_result, including\n"
+            "retries_throttled and throttled_seconds), throttle, and on failure error (code,\n"
+            "name, message, http_status, s3_code, request_id). Messages stay on stderr. Strings\n"
+            "are JSON-escaped: controls, DEL, C1, bidirectional controls and U+2028/9 as \\uXXXX,\n"
+            "a byte that is not UTF-8 as \\udcXX (Python's surrogateescape). ls ignores --json.\n"
             "\n"
             "Exit status: 0 success, 1 failure, 2 usage error, 128+N when ended by signal N\n"
             "(130 SIGINT, 143 SIGTERM, 129 SIGHUP). A signal cancels a running transfer and\n"
             "returns after its cleanup (a multipart upload is aborted, a partial download\n"
             "removed); any other command ends at once, and so does a second signal.\n",
-            cli_prog);
+          f);
 }
 
 int cli_parse_s3(const char *s, cli_s3url *u) {
@@ -112,19 +127,8 @@ typedef struct knobs {
     const char *flag[S3X_PARAM__COUNT]; /* the option that set it, and its text, for messages */
     const char *arg[S3X_PARAM__COUNT];
     int progress; /* -1 auto (a terminal), 0 off, 1 on */
+    int json;     /* --json: JSON lines instead of the bar and the summary */
 } knobs;
-
-typedef struct bar {
-    int64_t last_done;
-    double t0, last_draw;
-    int drawn;
-} bar;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void human(char *out, size_t n, double v) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -134,32 +138,6 @@ static void human(char *out, size_t n, double v) {
         i++;
     }
     snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
-
-static int draw_bar(int64_t done, int64_t total, void *payload) {
-    bar *b = payload;
-    double t = now_s();
-    if (done != total && t - b->last_draw < 0.2) return 0;
-    b->last_draw = t;
-    char d[32], tot[32], rate[32];
-    human(d, sizeof d, (double)done);
-    human(tot, sizeof tot, (double)(total < 0 ? 0 : total));
-    human(rate, sizeof rate, t > b->t0 ? (double)done / (t - b->t0) : 0);
-    if (total > 0) {
-        int width = 30, fill = (int)((double)width * (double)done / (double)total);
-        char line[64];
-        for (int i = 0; i < width; i++) line[i] = i < fill ? '#' : '.';
-        line[width] = '\0';
-        fprintf(stderr, "\r[%s] %5.1f%% %s / %s  %s/s   ", line, 100.0 * (double)done / (double)total, d, tot, rate);
-    } else {
-        fprintf(stderr, "\r%s  %s/s   ", d, rate);
-    }
-    b->drawn = 1;
-    return 0;
-}
-
-static void end_bar(bar *b) {
-    if (b->drawn) fputc('\n', stderr);
 }
 
 /* A knob the library refused: the option and the value the user wrote, then
@@ -284,6 +262,49 @@ static int interrupted(int sig, const char *what, int rc) {
     return 128 + sig;
 }
 
+/* ---- cp: progress and --json --------------------------------------------------- */
+
+/* The bar shows by default on a terminal; JSON progress records only when
+ * asked for (--progress), so that the records a script reads do not depend
+ * on where stderr goes. */
+static int show_progress(const knobs *k, int quiet) {
+    if (k->json) return k->progress > 0;
+    return k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
+}
+
+/* Adaptive (the library's default) unless --retry-mode standard. */
+static int adaptive(const knobs *k) {
+    return !k->set[S3X_PARAM_RETRY_MODE] || k->v[S3X_PARAM_RETRY_MODE] == S3X_RETRY_MODE_ADAPTIVE;
+}
+
+/* cp's final --json record. path is the local side, s3 the object; rc is
+ * the exit status, lib_rc what the library returned, sig the signal that
+ * ended the transfer, io_err the errno of the tool's own stream (stream_name). */
+static void json_cp_result(FILE *f, s3x_client *c, int upload, const char *path, const cli_s3url *s3,
+                           const s3x_result *r, int rc, int lib_rc, int sig, int io_err, const char *stream_name) {
+    cli_outcome o;
+    char msg[512];
+    memset(&o, 0, sizeof o);
+    if (lib_rc && io_err && !sig) {
+        o.failed = 1;
+        o.code = S3X_EIO;
+        o.s3_code = o.request_id = "";
+        snprintf(msg, sizeof msg, "%s %s: %s", upload ? "reading" : "writing", stream_name, strerror(io_err));
+        o.message = msg;
+    } else if (lib_rc) {
+        cli_outcome_from_error(&o, rc);
+    }
+    o.exit_code = rc;
+    o.signal = sig;
+    size_t n = 5 + strlen(s3->bucket) + 1 + strlen(s3->key) + 1;
+    char *url = malloc(n);
+    if (url) snprintf(url, n, "s3://%s/%s", s3->bucket, s3->key);
+    const char *u = url ? url : "";
+    cli_json_result(f, c, "cp", upload ? "upload" : "download", upload ? path : u, upload ? u : path, s3->bucket,
+                    s3->key, r, &o);
+    free(url);
+}
+
 static int cp_upload(s3x_client *c, const char *src, const cli_s3url *dst, const knobs *k, int quiet) {
     if (!*dst->key) return cli_usage_error("destination needs a key: s3://bucket/key");
     /* Streams (stdin, and FIFOs or devices given by path) are read here so
@@ -309,9 +330,11 @@ static int cp_upload(s3x_client *c, const char *src, const cli_s3url *dst, const
         goto out;
     }
     if ((rc = apply_upload(u, k))) goto out;
-    bar b = {0, now_s(), 0, 0};
-    int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
-    if (show) s3x_upload_set_progress(u, draw_bar, &b);
+    FILE *jf = k->json ? stdout : NULL;
+    cli_progress b;
+    cli_progress_init(&b, c, jf, adaptive(k));
+    int show = show_progress(k, quiet);
+    if (show) s3x_upload_set_progress(u, cli_progress_cb, &b);
     s3x_result r;
     memset(&r, 0, sizeof r);
     int sig = cli_transfer_begin(u, NULL);
@@ -320,7 +343,9 @@ static int cp_upload(s3x_client *c, const char *src, const cli_s3url *dst, const
                     : s3x_upload_file(u, dst->bucket, dst->key, src, &r);
         sig = cli_transfer_end();
     }
-    if (show) end_bar(&b);
+    if (show) cli_progress_end(&b);
+    const char *shown_src = stream && !own_fd ? "-" : src;
+    int lib_rc = rc;
     if (sig) {
         rc = interrupted(sig, "upload", rc);
     } else if (rc && in.err) {
@@ -330,9 +355,10 @@ static int cp_upload(s3x_client *c, const char *src, const cli_s3url *dst, const
         rc = 1;
     } else if (rc) {
         rc = cli_fail("upload failed");
-    } else if (!quiet) {
-        summary("upload", 1, stream && !own_fd ? "-" : src, dst, &r);
+    } else if (!quiet && !jf) {
+        summary("upload", 1, shown_src, dst, &r);
     }
+    if (jf) json_cp_result(jf, c, 1, shown_src, dst, &r, rc, lib_rc, sig, in.err, own_fd ? src : "standard input");
 out:
     s3x_upload_free(u);
     if (own_fd) close(in.fd);
@@ -366,9 +392,12 @@ static int cp_download(s3x_client *c, const cli_s3url *src, const char *dst, con
     stream_io outs = {STDOUT_FILENO, 0, 0};
     int pipe_fd = to_stdout ? nonblocking_pipe(STDOUT_FILENO) : -1;
     if (pipe_fd >= 0) outs.fd = pipe_fd;
-    bar b = {0, now_s(), 0, 0};
-    int show = k->progress > 0 || (k->progress < 0 && !quiet && isatty(STDERR_FILENO));
-    if (show) s3x_download_set_progress(d, draw_bar, &b);
+    /* Object bytes own stdout when they go there: the records take stderr. */
+    FILE *jf = !k->json ? NULL : to_stdout ? stderr : stdout;
+    cli_progress b;
+    cli_progress_init(&b, c, jf, adaptive(k));
+    int show = show_progress(k, quiet);
+    if (show) s3x_download_set_progress(d, cli_progress_cb, &b);
     s3x_result r;
     memset(&r, 0, sizeof r);
     int sig = cli_transfer_begin(NULL, d);
@@ -377,7 +406,8 @@ static int cp_download(s3x_client *c, const cli_s3url *src, const char *dst, con
                        : s3x_download_file(d, src->bucket, src->key, dst, &r);
         sig = cli_transfer_end();
     }
-    if (show) end_bar(&b);
+    if (show) cli_progress_end(&b);
+    int lib_rc = rc;
     if (sig) {
         rc = interrupted(sig, "download", rc);
     } else if (rc && outs.err) {
@@ -385,9 +415,10 @@ static int cp_download(s3x_client *c, const cli_s3url *src, const char *dst, con
         rc = 1;
     } else if (rc) {
         rc = cli_fail("download failed");
-    } else if (!quiet && !to_stdout) {
+    } else if (!quiet && !to_stdout && !jf) {
         summary("download", 0, dst, src, &r);
     }
+    if (jf) json_cp_result(jf, c, 0, dst, src, &r, rc, lib_rc, sig, outs.err, "standard output");
     if (pipe_fd >= 0) close(pipe_fd);
 out:
     s3x_download_free(d);
@@ -411,7 +442,17 @@ static int cmd_cp(s3x_client *c, int argc, char **argv, const knobs *k, int quie
 
 /* ---- mb, rb, rm ------------------------------------------------------------------ */
 
-static int cmd_bucket(s3x_client *c, int argc, char **argv, int make, int quiet) {
+/* The final --json record of mb, rb and rm (rc: the exit status, failed:
+ * the library's last error describes the failure). */
+static void json_simple(s3x_client *c, const char *cmd, const cli_s3url *u, int rc) {
+    cli_outcome o;
+    memset(&o, 0, sizeof o);
+    if (rc) cli_outcome_from_error(&o, rc);
+    o.exit_code = rc;
+    cli_json_result(stdout, c, cmd, NULL, NULL, NULL, u->bucket, *u->key ? u->key : NULL, NULL, &o);
+}
+
+static int cmd_bucket(s3x_client *c, int argc, char **argv, int make, int quiet, int json) {
     if (argc != 1) return cli_usage_error(make ? "mb needs s3://bucket" : "rb needs s3://bucket");
     cli_s3url u = {0};
     int isurl = cli_parse_s3(argv[0], &u);
@@ -423,16 +464,17 @@ static int cmd_bucket(s3x_client *c, int argc, char **argv, int make, int quiet)
     int rc = make ? s3x_create_bucket(c, u.bucket) : s3x_delete_bucket(c, u.bucket);
     if (rc) {
         rc = cli_fail(make ? "make_bucket failed" : "remove_bucket failed");
-    } else if (!quiet) {
+    } else if (!quiet && !json) {
         printf("%s: ", make ? "make_bucket" : "remove_bucket");
         put_s3url(stdout, u.bucket, NULL);
         putchar('\n');
     }
+    if (json) json_simple(c, make ? "mb" : "rb", &u, rc);
     cli_s3url_free(&u);
     return rc;
 }
 
-static int cmd_rm(s3x_client *c, int argc, char **argv, int quiet) {
+static int cmd_rm(s3x_client *c, int argc, char **argv, int quiet, int json) {
     if (argc != 1) return cli_usage_error("rm needs s3://bucket/key");
     cli_s3url u = {0};
     int isurl = cli_parse_s3(argv[0], &u);
@@ -444,11 +486,12 @@ static int cmd_rm(s3x_client *c, int argc, char **argv, int quiet) {
     int rc = s3x_delete_object(c, u.bucket, u.key);
     if (rc) {
         rc = cli_fail("delete failed");
-    } else if (!quiet) {
+    } else if (!quiet && !json) {
         fputs("delete: ", stdout);
         put_s3url(stdout, u.bucket, u.key);
         putchar('\n');
     }
+    if (json) json_simple(c, "rm", &u, rc);
     cli_s3url_free(&u);
     return rc;
 }
@@ -525,7 +568,7 @@ int main(int argc, char **argv) {
     if (cli_signals_start()) return 1;
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
            O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC,
-           O_RTIMEOUT, O_RMODE };
+           O_RTIMEOUT, O_RMODE, O_JSON };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -552,6 +595,7 @@ int main(int argc, char **argv) {
         {"progress", no_argument, 0, O_PROGRESS},
         {"no-progress", no_argument, 0, O_NOPROGRESS},
         {"unsigned-payload", no_argument, 0, O_UNSIGNED},
+        {"json", no_argument, 0, O_JSON},
         {0, 0, 0, 0},
     };
     const char *endpoint = NULL, *region = NULL, *profile = NULL, *ca = NULL, *addr = NULL;
@@ -588,6 +632,7 @@ int main(int argc, char **argv) {
         case O_PROGRESS: k.progress = 1; break;
         case O_NOPROGRESS: k.progress = 0; break;
         case O_UNSIGNED: unsigned_payload = 1; break;
+        case O_JSON: k.json = 1; break;
         default: usage(stderr); return 2;
         }
         if (bad) return bad;
@@ -626,9 +671,9 @@ int main(int argc, char **argv) {
     if (!rc) {
         if (!strcmp(cmd, "cp")) rc = cmd_cp(c, cargc, cargv, &k, quiet);
         else if (!strcmp(cmd, "ls")) rc = cli_cmd_ls(c, cargc, cargv);
-        else if (!strcmp(cmd, "mb")) rc = cmd_bucket(c, cargc, cargv, 1, quiet);
-        else if (!strcmp(cmd, "rb")) rc = cmd_bucket(c, cargc, cargv, 0, quiet);
-        else if (!strcmp(cmd, "rm")) rc = cmd_rm(c, cargc, cargv, quiet);
+        else if (!strcmp(cmd, "mb")) rc = cmd_bucket(c, cargc, cargv, 1, quiet, k.json);
+        else if (!strcmp(cmd, "rb")) rc = cmd_bucket(c, cargc, cargv, 0, quiet, k.json);
+        else if (!strcmp(cmd, "rm")) rc = cmd_rm(c, cargc, cargv, quiet, k.json);
         else rc = cli_usage_error("unknown command");
     }
     s3x_client_free(c);

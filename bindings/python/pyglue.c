@@ -780,3 +780,11 @@ PyObject *py_batch_stats(s3x_batch *b) {
                          "bytes", (long long)s.bytes, "budget", (long long)s.budget, "peak_buffer_bytes",
                          (long long)s.peak_buffer_bytes, "buffer_waits", (long long)s.buffer_waits);
 }
+
+PyObject *py_client_throttle_state(s3x_client *c) {
+    s3x_throttle_state st;
+    if (s3x_client_throttle_state(c, &st, sizeof st)) return py_raise_last();
+    return Py_BuildValue("{s:N,s:d,s:L,s:d,s:d}", "active", PyBool_FromLong(st.active), "rate", st.rate,
+                         "throttles", (long long)st.throttles, "seconds", st.seconds, "seconds_total",
+                         st.seconds_total);
+}

@@ -82,3 +82,7 @@ PyObject *py_upload(s3x_client *c, const char *bucket, const char *key, PyObject
  * or an object with write(). */
 PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObject *dest, PyObject *knobs,
                       PyObject *progress);
+/* The client's throttling state (s3x_client_throttle_state) as a dict:
+ * active (bool), rate, throttles, seconds, seconds_total. Cheap: meant for
+ * progress callbacks, which run on the thread that drives the client. */
+PyObject *py_client_throttle_state(s3x_client *c);

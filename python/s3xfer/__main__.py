@@ -9,15 +9,18 @@ command at once, with exit status 128 + the signal number."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import re
 import select
 import signal
 import sys
 import threading
-from typing import Callable, List, Optional, Tuple
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import CancelToken, Client, S3xferError, TransferCancelled, TransferConfig
+from . import CancelToken, Client, S3xferError, TransferCancelled, TransferConfig, _core
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -127,6 +130,71 @@ class _Bar:
             sys.stderr.write("\n")
 
 
+# ---- --json: the native tool's records (apps/cli_json.c) ----------------------
+# ensure_ascii escapes every non-ASCII character, so controls, C1, bidi
+# controls and U+2028/9 never reach a terminal raw, and a byte that was not
+# UTF-8 (a surrogateescape'd U+DC80..U+DCFF) comes out as \udcXX, as the
+# native tool writes it.
+
+def _emit(stream, record: Dict[str, Any]) -> None:
+    stream.write(json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n")
+    stream.flush()
+
+
+class _JsonProgress:
+    """Progress records (at most every 0.2 s, and when the bytes complete)
+    with the client's throttling state, read on the transfer's thread."""
+
+    heartbeat = True  # called every 250 ms even when no byte moved (a storm)
+
+    def __init__(self, c: Client, total: Optional[int], stream):
+        self.c, self.total, self.stream = c, total, stream
+        self.done, self.t0, self.last = 0, time.monotonic(), None
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        t = time.monotonic()
+        completes = self.total is not None and self.done == self.total and n > 0
+        if self.last is not None and not completes and t - self.last < 0.2:
+            return
+        self.last = t
+        secs = t - self.t0
+        _emit(self.stream, {"type": "progress", "bytes": self.done, "total": self.total, "seconds": secs,
+                            "bytes_per_second": self.done / secs if secs > 0 else 0.0,
+                            "throttle": self.c.throttle_state()})
+
+    def close(self) -> None:
+        pass
+
+
+def _error_record(e: BaseException) -> Dict[str, Any]:
+    if isinstance(e, S3xferError):
+        return {"code": e.errno, "name": _core.py_strerror(e.errno), "message": e.message or str(e),
+                "http_status": e.status, "s3_code": e.code or "", "request_id": e.request_id or ""}
+    return {"code": -3, "name": _core.py_strerror(-3), "message": str(e), "http_status": 0, "s3_code": "",
+            "request_id": ""}
+
+
+def _result_record(c: Client, command: str, fields: Dict[str, Any], result, error: Optional[BaseException],
+                   cancel: Optional[CancelToken]) -> Dict[str, Any]:
+    rec: Dict[str, Any] = {"type": "result", "command": command}
+    rec.update(fields)
+    signum = getattr(cancel, "signum", 0) if cancel is not None and cancel.cancelled else 0
+    rec["outcome"] = "interrupted" if signum else "failed" if error is not None else "ok"
+    rec["exit_code"] = 128 + signum if signum else 1 if error is not None else 0
+    if signum:
+        rec["signal"] = signal.Signals(signum).name
+    if result is not None:
+        rec["result"] = dataclasses.asdict(result)
+    try:
+        rec["throttle"] = c.throttle_state()
+    except S3xferError:
+        pass
+    if error is not None:
+        rec["error"] = _error_record(error)
+    return rec
+
+
 def _config(a) -> TransferConfig:
     return TransferConfig(part_size=a.part_size, concurrency=a.concurrency, buffer_strategy=a.buffer_strategy,
                           pool=a.pool, checksum=a.checksum, checksum_location=a.checksum_location,
@@ -160,23 +228,34 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
     if not src and not dst:
         raise SystemExit("s3xfer: one of SRC and DST must be an s3:// URL")
     cfg = _config(a)
-    show = a.progress if a.progress is not None else sys.stderr.isatty() and not a.quiet
+    # With --json, progress records only when asked for (--progress): what a
+    # script reads does not depend on where stderr goes.
+    show = (a.progress if a.progress is not None else sys.stderr.isatty() and not a.quiet) if not a.json \
+        else bool(a.progress)
     if dst:
         bucket, key = dst
         if not key:
             raise SystemExit("s3xfer: destination needs a key: s3://bucket/key")
         total = None if a.src == "-" else os.path.getsize(a.src) if os.path.isfile(a.src) else None
-        bar = _Bar(total, "upload") if show else None
+        jf = sys.stdout if a.json else None
+        fields = {"direction": "upload", "source": a.src, "destination": a.dst, "bucket": bucket, "key": key}
+        bar = (_JsonProgress(c, total, jf) if jf else _Bar(total, "upload")) if show else None
         try:
             if a.src == "-":
                 r = c.upload_fileobj(_StdinReader(sys.stdin.fileno(), cancel), bucket, key, config=cfg,
                                      progress=bar, cancel=cancel)
             else:
                 r = c.upload_file(a.src, bucket, key, config=cfg, progress=bar, cancel=cancel)
+        except (S3xferError, OSError) as e:
+            if jf:
+                _emit(jf, _result_record(c, "cp", fields, None, e, cancel))
+            raise
         finally:
             if bar:
                 bar.close()
-        if not a.quiet:
+        if jf:
+            _emit(jf, _result_record(c, "cp", fields, r, None, cancel))
+        elif not a.quiet:
             print(f"upload: {_escape(a.src)} to s3://{_escape(bucket)}/{_escape(key)} ({r.bytes} bytes in "
                   f"{r.seconds:.2f} s, {r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, "
                   f"{r.retries} retries)")
@@ -184,17 +263,26 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
     bucket, key = src
     if not key:
         raise SystemExit("s3xfer: source needs a key: s3://bucket/key")
-    bar = _Bar(None, "download") if show else None
+    # The object owns stdout when it goes there: the records take stderr.
+    jf = (sys.stderr if a.dst == "-" else sys.stdout) if a.json else None
+    fields = {"direction": "download", "source": a.src, "destination": a.dst, "bucket": bucket, "key": key}
+    bar = (_JsonProgress(c, None, jf) if jf else _Bar(None, "download")) if show else None
     try:
         if a.dst == "-":
             r = c.download_fileobj(bucket, key, sys.stdout.buffer, config=cfg, progress=bar, cancel=cancel)
             sys.stdout.buffer.flush()
         else:
             r = c.download_file(bucket, key, a.dst, config=cfg, progress=bar, cancel=cancel)
+    except (S3xferError, OSError) as e:
+        if jf:
+            _emit(jf, _result_record(c, "cp", fields, None, e, cancel))
+        raise
     finally:
         if bar:
             bar.close()
-    if not a.quiet and a.dst != "-":
+    if jf:
+        _emit(jf, _result_record(c, "cp", fields, r, None, cancel))
+    elif not a.quiet and a.dst != "-":
         print(f"download: s3://{_escape(bucket)}/{_escape(key)} to {_escape(a.dst)} ({r.bytes} bytes in "
               f"{r.seconds:.2f} s, {r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, "
               f"{r.retries} retries)")
@@ -221,8 +309,16 @@ def _bucket_cmd(c: Client, a, make: bool) -> int:
     u = _s3url(a.url)
     if not u or not u[0] or u[1]:
         raise SystemExit("s3xfer: expected s3://bucket")
-    (c.create_bucket if make else c.delete_bucket)(u[0])
-    if not a.quiet:
+    fields = {"bucket": u[0]}
+    try:
+        (c.create_bucket if make else c.delete_bucket)(u[0])
+    except S3xferError as e:
+        if a.json:
+            _emit(sys.stdout, _result_record(c, a.cmd, fields, None, e, None))
+        raise
+    if a.json:
+        _emit(sys.stdout, _result_record(c, a.cmd, fields, None, None, None))
+    elif not a.quiet:
         print(f"{'make_bucket' if make else 'remove_bucket'}: s3://{_escape(u[0])}")
     return 0
 
@@ -231,8 +327,16 @@ def _rm(c: Client, a) -> int:
     u = _s3url(a.url)
     if not u or not u[0] or not u[1]:
         raise SystemExit("s3xfer: rm needs s3://bucket/key")
-    c.delete_object(*u)
-    if not a.quiet:
+    fields = {"bucket": u[0], "key": u[1]}
+    try:
+        c.delete_object(*u)
+    except S3xferError as e:
+        if a.json:
+            _emit(sys.stdout, _result_record(c, "rm", fields, None, e, None))
+        raise
+    if a.json:
+        _emit(sys.stdout, _result_record(c, "rm", fields, None, None, None))
+    elif not a.quiet:
         print(f"delete: s3://{_escape(u[0])}/{_escape(u[1])}")
     return 0
 
@@ -328,6 +432,7 @@ def _run(a, body: Callable[[CancelToken], int]) -> int:
                 pass
         except _Signalled as sig:
             first = sig.signum
+            cancel.signum = first  # type: ignore[attr-defined]  # for a --json record
             cancel.cancel()
             if a.cmd == "cp":
                 try:
@@ -406,10 +511,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     cp.add_argument("--retry-mode", choices=["standard", "adaptive"])
     cp.add_argument("--progress", dest="progress", action="store_true", default=None)
     cp.add_argument("--no-progress", dest="progress", action="store_false")
+    json_help = "JSON lines for scripts, as the native tool prints them (s3xfer --help, Output)"
+    cp.add_argument("--json", action="store_true", help=json_help)
     for name, helptext in (("ls", "list objects"), ("mb", "make a bucket"), ("rb", "remove an empty bucket"),
                            ("rm", "remove an object")):
         sp = sub.add_parser(name, help=helptext)
         sp.add_argument("url")
+        if name != "ls":
+            sp.add_argument("--json", action="store_true", help=json_help)
     a = p.parse_args(argv)
     if threading.current_thread() is not threading.main_thread():
         # Signal handlers can only be set from the main thread; whoever runs

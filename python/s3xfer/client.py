@@ -106,6 +106,9 @@ class Client:
         self._lock = threading.Lock()
         self._idle: List[Any] = []
         self._closed = False
+        # The handle a transfer running on this thread uses: its progress
+        # callback runs on the same thread and reads that handle's throttling.
+        self._transfer = threading.local()
         # Resolve once now so configuration errors surface at construction.
         handle = self._new_handle()
         self.endpoint_url, self.region = _core.py_client_resolve(handle)
@@ -349,6 +352,32 @@ class Client:
             return _core.py_list_multipart_uploads(h, bucket, prefix or None)
 
     # -- managed transfers ------------------------------------------------------
+    @contextmanager
+    def _transferring(self, h) -> Iterator[None]:
+        self._transfer.handle = h
+        try:
+            yield
+        finally:
+            self._transfer.handle = None
+
+    def throttle_state(self) -> Dict[str, Any]:
+        """Whether the server is throttling this client now (the adaptive
+        request rate, docs/reliability.md): ``active`` (bool), ``rate`` (requests/s
+        allowed while active, else 0), ``throttles`` (throttling answers seen),
+        ``seconds`` (since the rate last switched on, else 0) and
+        ``seconds_total`` (time throttled in all). Called from a transfer's
+        progress callback, it describes the connections that transfer uses;
+        elsewhere, those the last transfer used. Cheap enough for every call."""
+        h = getattr(self._transfer, "handle", None)
+        if h is not None:
+            return _core.py_client_throttle_state(h)
+        with self._lock:
+            if self._closed:
+                raise InvalidConfigError("the client is closed", errno=-1)
+            if self._idle:
+                return _core.py_client_throttle_state(self._idle[-1])
+        return {"active": False, "rate": 0.0, "throttles": 0, "seconds": 0.0, "seconds_total": 0.0}
+
     @staticmethod
     def _progress(progress: Optional[ProgressFn], cancel: Optional["CancelToken"] = None):
         """Adapts boto3's Callback contract (bytes since the last call) to C's
@@ -363,14 +392,16 @@ class Client:
                 raise TransferCancelled("transfer cancelled through its CancelToken", errno=-11)
             delta = done - last[0]
             last[0] = done
-            if delta and progress is not None:
+            # A callable marked `heartbeat` is also called with 0 (at least every
+            # 250 ms): python -m s3xfer --json reports throttling while no byte moves.
+            if progress is not None and (delta or getattr(progress, "heartbeat", False)):
                 progress(delta)
         return cb
 
     def _upload(self, source, bucket: str, key: str, config: Optional[TransferConfig],
                 progress: Optional[ProgressFn], cancel: Optional["CancelToken"]) -> TransferResult:
         knobs = (config or TransferConfig()).knobs("upload")
-        with self._handle() as h:
+        with self._handle() as h, self._transferring(h):
             return TransferResult._from_c(_core.py_upload(h, bucket, key, source, knobs,
                                                           self._progress(progress, cancel)))
 
@@ -422,7 +453,7 @@ class Client:
     def _download(self, dest, bucket: str, key: str, config: Optional[TransferConfig],
                   progress: Optional[ProgressFn], cancel: Optional["CancelToken"]) -> TransferResult:
         knobs = (config or TransferConfig()).knobs("download")
-        with self._handle() as h:
+        with self._handle() as h, self._transferring(h):
             return TransferResult._from_c(_core.py_download(h, bucket, key, dest, knobs,
                                                             self._progress(progress, cancel)))
 

@@ -89,6 +89,33 @@ S3X_API int64_t s3x_client_credentials_refreshes(const s3x_client *client);
  * when they do not (static keys) or the client is not resolved. */
 S3X_API double s3x_client_credentials_expiry(s3x_client *client);
 
+/* Throttling as the client sees it now: the adaptive request rate shared by
+ * every transfer on the client (docs/reliability.md, "Adaptive request
+ * rate"). While `active`, the server has been answering with throttling
+ * errors (503 SlowDown, 429, ...) and the client's adaptive-mode transfers
+ * send at most `rate` requests a second; a transfer in standard retry mode
+ * is not held to the rate but the state is kept all the same.
+ *
+ * ABI: fields are only ever appended. Pass sizeof(s3x_throttle_state) as
+ * `size`: a library newer than the caller's header fills only the fields
+ * that fit, an older one fills what it knows and zeroes the rest. */
+typedef struct s3x_throttle_state {
+    int active;              /* 1 while the adaptive rate limits requests, else 0 */
+    double rate;             /* requests/s allowed while active; 0 when not */
+    int64_t throttles;       /* throttling answers the client has received since it was created */
+    double seconds;          /* seconds since the rate last switched on; 0 when not active */
+    double seconds_total;    /* seconds it has been on in all, the current storm included */
+} s3x_throttle_state;
+
+/* Fills *out (size bytes, see above) with the client's throttling state.
+ * Cheap (no I/O, no allocation, no lock): meant for progress callbacks,
+ * which run on the thread driving the client's transfers. Call it on that
+ * thread, not while another thread runs transfers on the client (a batch
+ * run in the background: use its own thread's callbacks).
+ * Errors: S3X_EINVAL when client or out is NULL or size is smaller than the
+ * first field. */
+S3X_API int s3x_client_throttle_state(const s3x_client *client, s3x_throttle_state *out, size_t size);
+
 /* Frees memory returned by s3xfer (strings, buffers). Accepts NULL. */
 S3X_API void s3x_free(void *p);
 

@@ -26,6 +26,7 @@ void s3x_rl_on_throttle(s3x_ratelimit *rl, double now) {
         rl->full_rate = base;
         rl->rate = base;
         rl->next_free = now;
+        rl->since = now;
     }
     /* Every throttling answer cuts: the burst of answers that a storm gives to
      * the requests already in flight takes the rate to its floor at once, which
@@ -43,7 +44,10 @@ void s3x_rl_on_success(s3x_ratelimit *rl, double now, double sent_at) {
     rl->rate *= S3X_RL_GROWTH;
     if (rl->rate < rl->full_rate / 4) rl->rate = rl->full_rate / 4;
     if (rl->next_free > now) rl->next_free = now;
-    if (rl->rate >= rl->full_rate) rl->active = 0;
+    if (rl->rate >= rl->full_rate) {
+        rl->active = 0;
+        if (now > rl->since) rl->active_total += now - rl->since;
+    }
 }
 
 int s3x_rl_may_send(s3x_ratelimit *rl, double now) {
@@ -60,4 +64,12 @@ double s3x_rl_reserve(s3x_ratelimit *rl, double earliest) {
     double slot = rl->next_free > earliest ? rl->next_free : earliest;
     rl->next_free = slot + 1.0 / rl->rate;
     return slot;
+}
+
+double s3x_rl_active_seconds(const s3x_ratelimit *rl, double now) {
+    return rl->active && now > rl->since ? now - rl->since : 0;
+}
+
+double s3x_rl_total_seconds(const s3x_ratelimit *rl, double now) {
+    return rl->active_total + s3x_rl_active_seconds(rl, now);
 }

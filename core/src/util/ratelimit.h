@@ -31,6 +31,8 @@ typedef struct s3x_ratelimit {
     int64_t meas_n;
     double measured;
     int64_t throttles;    /* throttling answers seen by this client */
+    double since;         /* when the limiter last switched on (while active) */
+    double active_total;  /* seconds it was on, summed over the storms that ended */
 } s3x_ratelimit;
 
 void s3x_rl_init(s3x_ratelimit *rl);
@@ -52,5 +54,10 @@ double s3x_rl_next(const s3x_ratelimit *rl);
  * the time it may go (>= earliest; earliest itself when the limiter is off).
  * Slots are 1/rate apart, so the requests sent into a storm are spaced. */
 double s3x_rl_reserve(s3x_ratelimit *rl, double earliest);
+/* Seconds the limiter has been on since it last switched on (0 while off),
+ * and in total over the client's life, the current storm included: what a
+ * progress line shows as time spent throttled. */
+double s3x_rl_active_seconds(const s3x_ratelimit *rl, double now);
+double s3x_rl_total_seconds(const s3x_ratelimit *rl, double now);
 
 #endif
