@@ -703,20 +703,35 @@ int s3x_download_file(s3x_download *d, const char *bucket, const char *key, cons
     R.key = key;
     R.kind = DST_FILE;
     R.fd = fd;
-    int e = s3x_writer_start(&R.writer, fd, 32);
+    s3x_result local;
+    if (!result) result = &local;
+    memset(result, 0, sizeof *result);
+    /* Durable: writeback starts while the ranges arrive (filewriter.h), so
+     * the fsync before the rename has little left to wait for. */
+    int durable = d->x.params[S3X_PARAM_DURABLE] != 0;
+    int e = s3x_writer_start(&R.writer, fd, 32, durable ? S3X_WRITEBACK_WINDOW : 0);
     if (e) rc = s3x_seterr(S3X_ENOMEM, "cannot start the file writer: %s", strerror(e));
     else rc = run_download(d, &R, result);
+    double t_end = s3x_now();
     /* Every write must be done before the file is synced and renamed. */
-    e = s3x_writer_finish(R.writer);
+    s3x_writer_stats ws;
+    e = s3x_writer_finish(R.writer, &ws);
+    result->writeback_calls = ws.writeback_calls;
     if (!rc && e) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(e));
     /* A filesystem without Unix modes may refuse: the file then stays at
      * the owner-only mode, which is the safe side. */
     if (!rc && replacing) (void)fchmod(fd, keep_mode);
-    if (!rc && fsync(fd) != 0) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
+    if (!rc && durable) {
+        result->fsyncs++;
+        if (fsync(fd) != 0) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
+    }
     if (close(fd) != 0 && !rc) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
     if (!rc && rename(tmp.data, path) != 0) rc = s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", path, strerror(errno));
     if (rc) unlink(tmp.data);
     s3x_buf_free(&tmp);
+    /* The wait for the disk is part of the download's time. */
+    result->sync_seconds = s3x_now() - t_end;
+    result->seconds += result->sync_seconds;
     return rc;
 }
 
