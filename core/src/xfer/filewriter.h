@@ -25,8 +25,10 @@ typedef struct s3x_writer s3x_writer;
 /* Bytes per writeback request when the file is to be made durable: small
  * enough that the disk starts early and dirty pages never pile up, large
  * enough that the calls cost nothing (see docs/performance.md for the
- * windows measured). */
+ * windows measured; a build may override it, 0 turning writeback off). */
+#ifndef S3X_WRITEBACK_WINDOW
 #define S3X_WRITEBACK_WINDOW (8 * 1024 * 1024)
+#endif
 
 /* What the writer did, for the transfer's result. */
 typedef struct s3x_writer_stats {
