@@ -42,12 +42,13 @@ def main():
     ap.add_argument("--variant", action="append", default=[], help="NAME=BUILD_DIR: s3xfer durable=1 from BUILD_DIR")
     ap.add_argument("--dest-dir", default="/var/tmp/s3xfer-bench-dest",
                     help="where the downloads go: a directory on a disk, not tmpfs")
+    ap.add_argument("--allow-tmpfs", action="store_true", help="accept a tmpfs --dest-dir (for a comparison)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
     B.add_common_args(ap, runs=5)
     a = ap.parse_args()
     os.makedirs(a.dest_dir, exist_ok=True)
     fst = fs_type(a.dest_dir)
-    if fst in ("tmpfs", "ramfs"):
+    if fst in ("tmpfs", "ramfs") and not a.allow_tmpfs:
         raise SystemExit(f"bench: {a.dest_dir} is {fst}; pick a directory on a disk with --dest-dir")
     sizes = [B.parse_size(s) for s in a.sizes.split(",")]
     part, conc = B.parse_size(a.part_size), a.concurrency
@@ -130,7 +131,7 @@ def main():
                          f"{statistics.median([m['rss_mib'] for m in ms]):.0f}",
                          f"{statistics.median(syncs):.2f}" if syncs else "–",
                          f"{ref_med / statistics.median(w):.2f}" if ref_med else ""])
-    text = (f"Download to a file on the local disk ({fst}, {a.dest_dir}), Python download_file, "
+    text = (f"Download to a file on {fst} ({a.dest_dir}), Python download_file, "
             f"{B.human_size(part)} parts, concurrency {conc}, "
             f"{a.runs} interleaved runs per cell (after {a.warmup} warm-up round), sync before each run.\n\n"
             + B.table(["size", "runner", "secs (min–max)", "MiB/s", "CPU s/GiB", "peak RSS MiB",
