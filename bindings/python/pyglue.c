@@ -625,3 +625,154 @@ PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObje
     Py_CLEAR(cb.scratch);
     return finish_call(rc, &cb, &res);
 }
+
+/* ---- batches --------------------------------------------------------------- */
+
+static int batch_set(void *h, s3x_param p, int64_t v) { return s3x_batch_set(h, p, v); }
+
+int py_batch_apply_knobs(s3x_batch *b, PyObject *knobs) { return apply_knobs(b, batch_set, knobs); }
+
+/* What the binding keeps for one transfer of a batch until its done
+ * callback: the callables and the source or destination (references owned),
+ * the buffer export of a bytes-like one, and the callback state. */
+typedef struct py_bitem {
+    py_cb cb;          /* progress and stream point at the references below */
+    PyObject *progress;
+    PyObject *done;
+    PyObject *obj;
+    Py_buffer view;
+    int has_view;
+} py_bitem;
+
+static void bitem_free(py_bitem *it) {
+    if (it->has_view) PyBuffer_Release(&it->view);
+    Py_XDECREF(it->progress);
+    Py_XDECREF(it->done);
+    Py_XDECREF(it->obj);
+    Py_CLEAR(it->cb.scratch);
+    Py_XDECREF(it->cb.etype);
+    Py_XDECREF(it->cb.error);
+    Py_XDECREF(it->cb.etb);
+    PyMem_RawFree(it);
+}
+
+/* Runs on the batch's thread: builds the exception (a callback's own first)
+ * and the result, calls done(id, exc, result), frees the item. */
+static void batch_done_tramp(s3x_batch *b, s3x_batch_id id, int rc, const s3x_error *err, const s3x_result *res,
+                             void *payload) {
+    (void)b;
+    (void)err;
+    py_bitem *it = payload;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *exc = NULL;
+    if (it->cb.error && it->cb.error != Py_None) {
+        exc = it->cb.error;
+        Py_INCREF(exc);
+        if (it->cb.etb) PyException_SetTraceback(exc, it->cb.etb);
+    } else if (rc) {
+        /* The batch restored this transfer's error as the thread's last. */
+        py_raise_last();
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        exc = v;
+        Py_XDECREF(t);
+        Py_XDECREF(tb);
+    }
+    PyObject *r = result_dict(res);
+    PyObject *ret = PyObject_CallFunction(it->done, "KOO", (unsigned long long)id, exc ? exc : Py_None,
+                                          r ? r : Py_None);
+    if (!ret) PyErr_WriteUnraisable(it->done);
+    Py_XDECREF(ret);
+    Py_XDECREF(r);
+    Py_XDECREF(exc);
+    bitem_free(it);
+    PyGILState_Release(g);
+}
+
+PyObject *py_batch_free(s3x_batch *b) {
+    Py_BEGIN_ALLOW_THREADS s3x_batch_free(b);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+PyObject *py_batch_add(s3x_batch *b, int upload, const char *bucket, const char *key, PyObject *obj,
+                       PyObject *done, PyObject *progress) {
+    if (!PyCallable_Check(done)) {
+        PyErr_SetString(PyExc_TypeError, "done must be callable");
+        return NULL;
+    }
+    py_bitem *it = PyMem_RawCalloc(1, sizeof *it);
+    if (!it) return PyErr_NoMemory();
+    Py_INCREF(done);
+    it->done = done;
+    Py_INCREF(obj);
+    it->obj = obj;
+    if (progress && progress != Py_None) {
+        Py_INCREF(progress);
+        it->progress = progress;
+        it->cb.progress = progress;
+    }
+    s3x_batch_cb cb = {batch_done_tramp, progress_tramp, it};
+    s3x_batch_id id = 0;
+    int rc;
+    if (PyUnicode_Check(obj)) {
+        PyObject *fspath = fs_path(obj);
+        if (!fspath) {
+            bitem_free(it);
+            return NULL;
+        }
+        const char *path = PyBytes_AS_STRING(fspath);
+        rc = upload ? s3x_batch_upload_file(b, bucket, key, path, &cb, &id)
+                    : s3x_batch_download_file(b, bucket, key, path, &cb, &id);
+        Py_DECREF(fspath);
+    } else if (PyObject_CheckBuffer(obj) && !PyObject_HasAttrString(obj, "write")) {
+        if (PyObject_GetBuffer(obj, &it->view, upload ? PyBUF_SIMPLE : PyBUF_WRITABLE) != 0) {
+            bitem_free(it);
+            return NULL;
+        }
+        it->has_view = 1;
+        rc = upload ? s3x_batch_upload_memory(b, bucket, key, it->view.buf, (size_t)it->view.len, &cb, &id)
+                    : s3x_batch_download_memory(b, bucket, key, it->view.buf, (size_t)it->view.len, &cb, &id);
+    } else {
+        it->cb.stream = obj;
+        rc = upload ? s3x_batch_upload_stream(b, bucket, key, readinto_tramp, &it->cb, &cb, &id)
+                    : s3x_batch_download_stream(b, bucket, key, write_tramp, &it->cb, &cb, &id);
+    }
+    if (rc) {
+        bitem_free(it);
+        return py_raise_last();
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)id);
+}
+
+PyObject *py_batch_cancel(s3x_batch *b, unsigned long long id) {
+    s3x_batch_cancel(b, (s3x_batch_id)id);
+    Py_RETURN_NONE;
+}
+
+PyObject *py_batch_cancel_all(s3x_batch *b) {
+    s3x_batch_cancel_all(b);
+    Py_RETURN_NONE;
+}
+
+PyObject *py_batch_wait(s3x_batch *b, int timeout_ms) {
+    int idle;
+    Py_BEGIN_ALLOW_THREADS idle = s3x_batch_wait(b, timeout_ms);
+    Py_END_ALLOW_THREADS return PyBool_FromLong(idle);
+}
+
+PyObject *py_batch_fd(s3x_batch *b) { return PyLong_FromLong(s3x_batch_fd(b)); }
+
+PyObject *py_batch_ack(s3x_batch *b) {
+    s3x_batch_ack(b);
+    Py_RETURN_NONE;
+}
+
+PyObject *py_batch_stats(s3x_batch *b) {
+    s3x_batch_stats s;
+    s3x_batch_get_stats(b, &s);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "added", (long long)s.added, "finished",
+                         (long long)s.finished, "failed", (long long)s.failed, "running", (long long)s.running,
+                         "bytes", (long long)s.bytes, "budget", (long long)s.budget, "peak_buffer_bytes",
+                         (long long)s.peak_buffer_bytes, "buffer_waits", (long long)s.buffer_waits);
+}

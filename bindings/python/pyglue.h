@@ -17,6 +17,8 @@ PyObject *py_raise_last(void);
  * bytes object the caller releases) and *out points into it; a str with a NUL
  * is a ValueError, anything else a TypeError naming `what`. 0 or -1. */
 int py_cstr_arg(PyObject *o, const char *what, PyObject **holder, const char **out);
+/* Sets knobs ({param id: int}) on a batch; 0, or -1 with an exception set. */
+int py_batch_apply_knobs(s3x_batch *b, PyObject *knobs);
 #endif
 PyObject *py_client_free(s3x_client *c);
 PyObject *py_client_set_string(s3x_client *c, int opt, const char *value);
@@ -45,6 +47,25 @@ PyObject *py_complete_multipart_upload(s3x_client *c, const char *bucket, const 
 PyObject *py_abort_multipart_upload(s3x_client *c, const char *bucket, const char *key, const char *upload_id);
 PyObject *py_list_parts(s3x_client *c, const char *bucket, const char *key, const char *upload_id);
 PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const char *prefix);
+
+/* Batches (a transfer manager). knobs as above (every upload and download
+ * knob, plus fail_fast). The batch runs on its own thread (s3x_batch_start);
+ * done(id, exc, result) is called on that thread with the GIL held: exc is
+ * None or the exception (a callback's own, else one built from the C
+ * error), result the result dict. progress(done, total) as for managers;
+ * if it raises, that transfer alone is cancelled and done gets its
+ * exception. obj: as for py_upload / py_download. */
+PyObject *py_batch_new(s3x_client *c, PyObject *knobs);
+PyObject *py_batch_free(s3x_batch *b);
+PyObject *py_batch_add(s3x_batch *b, int upload, const char *bucket, const char *key, PyObject *obj,
+                       PyObject *done, PyObject *progress);
+PyObject *py_batch_cancel(s3x_batch *b, unsigned long long id);
+PyObject *py_batch_cancel_all(s3x_batch *b);
+/* Waits (GIL released) until idle or timeout_ms (-1: no limit); True when idle. */
+PyObject *py_batch_wait(s3x_batch *b, int timeout_ms);
+PyObject *py_batch_fd(s3x_batch *b);
+PyObject *py_batch_ack(s3x_batch *b);
+PyObject *py_batch_stats(s3x_batch *b);
 
 #endif
 

@@ -27,8 +27,9 @@
 %include "s3xfer/params.h"
 %include "s3xfer/client.h"
 
-/* The client handle is an opaque pointer to Python. */
+/* The client and batch handles are opaque pointers to Python. */
 typedef struct s3x_client s3x_client;
+typedef struct s3x_batch s3x_batch;
 
 /* String arguments: our conversion instead of SWIG's, which encodes strictly
  * (a key listed with surrogateescape could not be passed back) and passes a
@@ -53,5 +54,18 @@ PyObject *py_client_new(void) {
     s3x_client *c = NULL;
     if (s3x_client_new(&c) != 0) return py_raise_last();
     return SWIG_NewPointerObj(SWIG_as_voidptr(c), SWIGTYPE_p_s3x_client, 0);
+}
+%}
+
+%wrapper %{
+PyObject *py_batch_new(s3x_client *c, PyObject *knobs) {
+    s3x_batch *b = NULL;
+    if (s3x_batch_new(&b, c) != 0) return py_raise_last();
+    if (py_batch_apply_knobs(b, knobs) != 0 || s3x_batch_start(b) != 0) {
+        if (!PyErr_Occurred()) py_raise_last();
+        s3x_batch_free(b);
+        return NULL;
+    }
+    return SWIG_NewPointerObj(SWIG_as_voidptr(b), SWIGTYPE_p_s3x_batch, 0);
 }
 %}

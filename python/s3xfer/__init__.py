@@ -7,6 +7,7 @@
 
 from . import _core
 from .client import CancelToken, Client
+from .manager import TransferFuture, TransferManager
 from .config import BufferStrategy, Checksum, ChecksumLocation, Pool, RetryMode, TransferConfig
 from .result import TransferResult
 from .errors import *  # noqa: F401,F403
@@ -14,5 +15,5 @@ from .errors import __all__ as _errors_all
 
 __version__ = _core.py_version()
 
-__all__ = ["Client", "CancelToken", "TransferConfig", "TransferResult", "BufferStrategy", "Pool", "Checksum",
+__all__ = ["Client", "CancelToken", "TransferManager", "TransferFuture", "TransferConfig", "TransferResult", "BufferStrategy", "Pool", "Checksum",
            "ChecksumLocation", "RetryMode", "__version__"] + list(_errors_all)

@@ -146,6 +146,19 @@ class Client:
     def __repr__(self) -> str:
         return f"s3xfer.Client(endpoint_url={self.endpoint_url!r}, region={self.region!r})"
 
+    def transfer_manager(self, config: Optional[TransferConfig] = None,
+                         fail_fast: bool = False) -> "TransferManager":
+        """A :class:`TransferManager`: many uploads and downloads at once on one
+        engine, returning futures. Use it as a context manager::
+
+            with client.transfer_manager(TransferConfig(concurrency=16)) as tm:
+                futures = [tm.upload(p, "bucket", p) for p in paths]
+            for f in futures:
+                f.result()
+        """
+        from .manager import TransferManager
+        return TransferManager(self, config, fail_fast=fail_fast)
+
     # -- buckets -----------------------------------------------------------
     def create_bucket(self, bucket: str) -> None:
         """Creates a bucket (with a LocationConstraint outside us-east-1)."""

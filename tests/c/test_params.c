@@ -44,10 +44,10 @@ static void test_table(void) {
         const s3x_param_info *pi = s3x_param_info_get(p);
         CHECK(pi && pi->lo == lo && pi->hi == hi && pi->def == def, "%s: info matches the public queries", n);
         CHECK(pi && pi->scope != 0 &&
-                  (pi->scope & ~(unsigned)(S3X_SCOPE_CLIENT | S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD)) == 0,
+                  (pi->scope & ~(unsigned)(S3X_SCOPE_CLIENT | S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD | S3X_SCOPE_BATCH)) == 0,
               "%s: applies to some handle and only to known ones", n);
         /* Default, lo and hi pass the check for the knob's own scope(s). */
-        for (unsigned sc = 1; sc <= 4; sc <<= 1) {
+        for (unsigned sc = 1; sc <= S3X_SCOPE_BATCH; sc <<= 1) {
             if (!pi || !(pi->scope & sc)) continue;
             CHECK(s3x_param_check(p, lo, sc) == 0 && s3x_param_check(p, hi, sc) == 0 &&
                       s3x_param_check(p, def, sc) == 0,
@@ -148,13 +148,14 @@ static void test_check(void) {
         if (!pi) continue;
         unsigned sc = pi->scope & S3X_SCOPE_CLIENT ? S3X_SCOPE_CLIENT
                       : pi->scope & S3X_SCOPE_UPLOAD ? S3X_SCOPE_UPLOAD
-                                                     : S3X_SCOPE_DOWNLOAD;
+                      : pi->scope & S3X_SCOPE_DOWNLOAD ? S3X_SCOPE_DOWNLOAD
+                                                       : S3X_SCOPE_BATCH;
         if (pi->lo > INT64_MIN) expect_range_error(p, pi->lo - 1, sc);
         if (pi->hi < INT64_MAX) expect_range_error(p, pi->hi + 1, sc);
         expect_range_error(p, INT64_MIN, sc);
         if (pi->hi < INT64_MAX) expect_range_error(p, INT64_MAX, sc);
         /* Every scope it does not apply to rejects it, naming the knob. */
-        for (unsigned other = 1; other <= 4; other <<= 1) {
+        for (unsigned other = 1; other <= S3X_SCOPE_BATCH; other <<= 1) {
             if (pi->scope & other) continue;
             s3x_error_clear();
             CHECK_EQ(s3x_param_check(p, pi->def, other), S3X_EINVAL, "knob of another scope rejected");

@@ -144,3 +144,22 @@ def test_cli_no_fsync(cli, s3env, client, bucket, tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["a", "b"]
     h = subprocess.run([cli, "--help"], capture_output=True, timeout=30)
     assert b"--no-fsync" in h.stdout
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_transfer_manager_passes_the_knob(client, bucket, tmp_path, durable):
+    """Downloads in a batch (one loop, many files) take the knob from the
+    manager's config like the blocking calls."""
+    objs = {f"k{i}": os.urandom(WINDOW + i * 1000) for i in range(3)}
+    for k, v in objs.items():
+        client.put_object(bucket, k, v)
+    cfg = TransferConfig(part_size=P, concurrency=4, durable=durable)
+    with client.transfer_manager(cfg) as tm:
+        futs = {k: tm.download(bucket, k, str(tmp_path / k)) for k in objs}
+    for k, f in futs.items():
+        r = f.result()
+        assert (tmp_path / k).read_bytes() == objs[k]
+        assert r.fsyncs == int(durable)
+        if sys.platform.startswith("linux"):
+            assert r.writeback_calls == (1 if durable else 0)
+    assert temp_files(tmp_path) == []

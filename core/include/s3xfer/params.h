@@ -1,7 +1,8 @@
 /* s3xfer: knobs.
  *
  * Every tunable is one value of s3x_param, an int64_t, set with the setter of
- * the handle it applies to (s3x_client_set, s3x_upload_set, s3x_download_set).
+ * the handle it applies to (s3x_client_set, s3x_upload_set, s3x_download_set,
+ * s3x_batch_set).
  * s3x_param_bounds() tells the accepted range; a setter rejects a value out of
  * range (or a knob that does not apply to that handle) with S3X_EINVAL and a
  * message naming the knob and its range. Values are never clamped silently.
@@ -47,6 +48,8 @@ typedef enum s3x_param {
                                        succeeding, whatever MAX_ATTEMPTS says; 0 = throttling is retried
                                        MAX_ATTEMPTS times like any other error. See docs/reliability.md */
     S3X_PARAM_RETRY_MODE,           /* s3x_retry_mode; default ADAPTIVE */
+    S3X_PARAM_FAIL_FAST,            /* 0 or 1 (batch); default 0: a failed transfer does not stop the others;
+                                       1: the first failure cancels every transfer not yet finished */
     S3X_PARAM_DURABLE,              /* 0 or 1 (download to a file); default 1: the file is on disk (fsync)
                                        before it is renamed into place, so after a crash or power loss the
                                        path holds the old file or the whole new one. 0: no fsync; a power

@@ -13,6 +13,7 @@
 #include "s3xfer/params.h"
 #include "s3xfer/client.h"
 #include "s3xfer/transfer.h"
+#include "s3xfer/batch.h"
 
 #ifdef __cplusplus
 extern "C" {

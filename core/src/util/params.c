@@ -33,6 +33,7 @@ static const s3x_param_info g_params[S3X_PARAM__COUNT] = {
     [S3X_PARAM_CHECKSUM_LOCATION] = {"checksum_location", 0, 2, S3X_CHECKSUM_LOCATION_AUTO, S3X_SCOPE_UPLOAD},
     [S3X_PARAM_RETRY_TIMEOUT] = {"retry_timeout", 0, 86400000, 120000, S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD},
     [S3X_PARAM_RETRY_MODE] = {"retry_mode", 0, 1, S3X_RETRY_MODE_ADAPTIVE, S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD},
+    [S3X_PARAM_FAIL_FAST] = {"fail_fast", 0, 1, 0, S3X_SCOPE_BATCH},
     [S3X_PARAM_DURABLE] = {"durable", 0, 1, 1, S3X_SCOPE_DOWNLOAD},
 };
 
@@ -64,6 +65,7 @@ static const char *scope_name(unsigned scope) {
     case S3X_SCOPE_CLIENT: return "client";
     case S3X_SCOPE_UPLOAD: return "upload manager";
     case S3X_SCOPE_DOWNLOAD: return "download manager";
+    case S3X_SCOPE_BATCH: return "batch";
     default: return "handle";
     }
 }

@@ -3,7 +3,7 @@
 #define S3X_PARAMS_INTERNAL_H
 #include "s3xfer/params.h"
 
-enum { S3X_SCOPE_CLIENT = 1u, S3X_SCOPE_UPLOAD = 2u, S3X_SCOPE_DOWNLOAD = 4u };
+enum { S3X_SCOPE_CLIENT = 1u, S3X_SCOPE_UPLOAD = 2u, S3X_SCOPE_DOWNLOAD = 4u, S3X_SCOPE_BATCH = 8u };
 
 typedef struct s3x_param_info {
     const char *name;

@@ -11,11 +11,12 @@
 #include "error.h"
 #include "params_internal.h"
 #include "range.h"
-#include "scheduler.h"
+#include "kinds.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,13 @@ typedef struct drun {
     s3x_xfer *x;
     const char *bucket, *key;
     int kind;
-    int fd;                   /* DST_FILE: the temporary file */
+    int fd;                   /* DST_FILE: the temporary file (-1 once closed) */
+    const char *path;         /* DST_FILE: the destination */
+    s3x_buf tmp;              /* DST_FILE: the temporary file's name */
+    int replacing;            /* DST_FILE: an existing regular file is replaced ... */
+    mode_t keep_mode;         /* ... and keeps these permission bits */
+    int renamed;              /* DST_FILE: the temporary file became path */
+    int out_fd;               /* DST_STREAM to a descriptor: write_payload points here */
     s3x_writer *writer;       /* DST_FILE: the thread that writes it */
     char *mem;                /* DST_MEM */
     size_t mem_cap;
@@ -316,7 +323,7 @@ static int learn_object(drun *R, rslot *s) {
 
 static void release_buf(drun *R, rslot *s) {
     if (s->buf) {
-        s3x_pool_put(&R->x->pool, s->buf, s->buf_size);
+        s3x_pool_put(R->x->bufs, s->buf, s->buf_size);
         s->buf = NULL;
     }
 }
@@ -462,16 +469,18 @@ static int dl_feed(s3x_transfer *t, s3x_part *p) {
     if (R->plan.total < 0 || R->next_index >= R->plan.nranges) return 0;
     if (R->kind == DST_STREAM) {
         int oom = 0;
-        char *b = s3x_pool_get(&R->x->pool, &oom);
+        /* A batch's pool is shared by transfers of other part sizes. */
+        s3x_pool_set_size(R->x->bufs, (size_t)R->part_size);
+        char *b = s3x_pool_get(R->x->bufs, &oom);
         if (!b) {
             if (oom) return s3x_seterr(S3X_ENOMEM, "out of memory allocating a range buffer");
-            if (!R->waiting) R->x->pool.waits++; /* once per range that has to wait */
+            if (!R->waiting) R->x->bufs->waits++; /* once per range that has to wait */
             R->waiting = 1;
             return 0;
         }
         R->waiting = 0;
         s->buf = b;
-        s->buf_size = R->x->pool.buf_size;
+        s->buf_size = R->x->bufs->buf_size;
     }
     s->index = R->next_index++;
     s->ask = s3x_dlplan_range(&R->plan, s->index);
@@ -513,6 +522,9 @@ static void dl_moving(s3x_transfer *t, int64_t *done, int64_t *total) {
 
 static void dl_release(s3x_transfer *t, s3x_part *p) { release_buf(t->ctx, (rslot *)p); }
 
+static int dl_finish(s3x_transfer *t);
+static void dl_close(s3x_transfer *t, int rc);
+
 static const s3x_kind download_kind = {
     .name = "download",
     .part_size = sizeof(rslot),
@@ -525,6 +537,8 @@ static const s3x_kind download_kind = {
     .more = dl_more,
     .moving = dl_moving,
     .release = dl_release,
+    .finish = dl_finish,
+    .close = dl_close,
 };
 
 /* Compares a full-object checksum the server sent with what arrived.
@@ -553,218 +567,247 @@ static int validate_checksum(drun *R) {
     return 0;
 }
 
-static int run_download(s3x_download *d, drun *R, s3x_result *result) {
-    s3x_xfer *x = &d->x;
-    s3x_result local;
-    if (!result) result = &local;
-    s3x_xfer_begin(x, result);
-    R->x = x;
-    R->part_size = x->params[S3X_PARAM_PART_SIZE];
-    result->part_size = R->part_size;
-    int64_t c = x->params[S3X_PARAM_CONCURRENCY];
-    int64_t capacity = R->kind != DST_MEM || R->mem_cap > (size_t)INT64_MAX ? -1 : (int64_t)R->mem_cap;
-    int rc = s3x_dlplan_init(&R->plan, R->part_size, capacity);
-    if (rc) {
-        s3x_xfer_end(x);
-        return rc;
+/* The memory for a stream's in-order buffers: concurrency + 1 of them, or
+ * what the memory limit holds (a batch's shared budget: one, the rest
+ * waited for). */
+static int setup_stream_pool(drun *R, int64_t *c) {
+    s3x_xfer *x = R->x;
+    int64_t limit = x->params[S3X_PARAM_MEMORY_LIMIT];
+    int64_t nbuf = *c + 1;
+    if (limit > 0) {
+        if (limit < R->part_size)
+            return s3x_seterr(S3X_ENOMEM, "memory_limit %" PRId64 " cannot hold one %" PRId64
+                              "-byte range buffer; lower part_size or raise memory_limit", limit, R->part_size);
+        if (limit / R->part_size < nbuf) nbuf = limit / R->part_size;
     }
-    if (R->kind == DST_STREAM) {
-        int64_t limit = x->params[S3X_PARAM_MEMORY_LIMIT];
-        int64_t nbuf = c + 1;
-        if (limit > 0) {
-            if (limit < R->part_size) {
-                rc = s3x_seterr(S3X_ENOMEM, "memory_limit %" PRId64 " cannot hold one %" PRId64
-                                "-byte range buffer; lower part_size or raise memory_limit", limit, R->part_size);
-                s3x_xfer_end(x);
-                return rc;
-            }
-            if (limit / R->part_size < nbuf) nbuf = limit / R->part_size;
-        }
-        if (!x->pool_ready || x->pool.kind != (int)x->params[S3X_PARAM_POOL]) {
-            if (x->pool_ready) s3x_pool_release(&x->pool);
-            s3x_pool_init(&x->pool, (int)x->params[S3X_PARAM_POOL], (size_t)R->part_size, (int)nbuf);
-            x->pool_ready = 1;
-        }
-        s3x_pool_set_size(&x->pool, (size_t)R->part_size);
-        /* Every pool kind is held to the memory limit here: reordering must
-         * not grow memory, whatever the pool. */
-        s3x_pool_set_limit(&x->pool, (int)nbuf);
-        s3x_pool_reset_counters(&x->pool);
-        if (c > nbuf) c = nbuf;
+    if (x->batched) return 0;
+    if (!x->pool_ready || x->pool.kind != (int)x->params[S3X_PARAM_POOL]) {
+        if (x->pool_ready) s3x_pool_release(&x->pool);
+        s3x_pool_init(&x->pool, (int)x->params[S3X_PARAM_POOL], (size_t)R->part_size, (int)nbuf);
+        x->pool_ready = 1;
     }
-    /* The download as one transfer on the scheduler: c ranges at once, and
-     * one side part for the HEAD. */
-    R->nslots = (int)c;
-    s3x_sched S;
-    s3x_sched_init(&S, x->client, R->nslots);
-    R->t.what = "download of";
-    R->t.bucket = R->bucket;
-    R->t.key = R->key;
-    if ((rc = s3x_sched_add(&S, &R->t, &download_kind, R, x, R->nslots, 1))) {
-        s3x_xfer_end(x);
-        return rc;
-    }
-    /* The probe: the first range, alone. */
-    rslot *s = slot_at(R, 0);
-    s->index = 0;
-    s->ask = s3x_dlplan_probe(&R->plan);
-    s->offset = 0;
-    s->size = -1;
-    if (R->kind == DST_STREAM) {
-        int oom = 0;
-        s->buf = s3x_pool_get(&x->pool, &oom);
-        s->buf_size = x->pool.buf_size;
-        if (!s->buf) rc = s3x_seterr(S3X_ENOMEM, "out of memory allocating a range buffer");
-    }
-    if (!rc) s->base.state = S3X_PART_QUEUED;
-    else s3x_xfer_fail(x);
-    if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
-    /* Every destination, not only files: a stream or a buffer that ends
-     * short must not look like success. */
-    if (!rc && s3x_dlplan_finish(&R->plan, R->kind == DST_STREAM ? R->delivered : R->bytes_done))
+    s3x_pool_set_size(&x->pool, (size_t)R->part_size);
+    /* Every pool kind is held to the memory limit here: reordering must
+     * not grow memory, whatever the pool. */
+    s3x_pool_set_limit(&x->pool, (int)nbuf);
+    s3x_pool_reset_counters(&x->pool);
+    if (*c > nbuf) *c = nbuf;
+    return 0;
+}
+
+/* kind.finish: every range is in. The bytes must be all there (whatever
+ * the destination: a stream or a buffer that ends short must not look like
+ * success) and match the object's checksum; a file is synced, given its
+ * mode and renamed into place. */
+static int dl_finish(s3x_transfer *t) {
+    drun *R = t->ctx;
+    int rc = 0;
+    if (s3x_dlplan_finish(&R->plan, R->kind == DST_STREAM ? R->delivered : R->bytes_done))
         rc = s3x_seterr(s3x_error_last()->code, "GetObject s3://%s/%s: %s", R->bucket, R->key, s3x_error_last()->message);
     if (!rc) rc = validate_checksum(R);
-    result->bytes = R->bytes_done;
-    if (R->etag) snprintf(result->etag, sizeof result->etag, "%s", R->etag);
+    if (rc || R->kind != DST_FILE) return rc;
+    /* Every write must be done before the file is synced and renamed. */
     for (int i = 0; i < R->nslots + 1; i++) {
         rslot *p = slot_at(R, i);
         if (p->stage) s3x_writer_release(R->writer, p->stage);
-        s3x_saved_error_free(&p->perr);
+        p->stage = NULL;
     }
-    s3x_sched_remove(&S, &R->t);
+    s3x_result *res = R->x->res;
+    double t_end = s3x_now();
+    s3x_writer_stats ws;
+    int e = s3x_writer_finish(R->writer, &ws);
+    R->writer = NULL;
+    res->writeback_calls = ws.writeback_calls;
+    if (e) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(e));
+    /* A filesystem without Unix modes may refuse: the file then stays at
+     * the owner-only mode, which is the safe side. */
+    if (R->replacing) (void)fchmod(R->fd, R->keep_mode);
+    /* Durable: most of the file is on its way to the disk already (the
+     * writer started its writeback while it wrote), so this wait is short,
+     * which matters on the loop thread. */
+    if (R->x->params[S3X_PARAM_DURABLE]) {
+        res->fsyncs++;
+        if (fsync(R->fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
+    }
+    int fd = R->fd;
+    R->fd = -1;
+    if (close(fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
+    if (rename(R->tmp.data, R->path) != 0)
+        return s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", R->path, strerror(errno));
+    R->renamed = 1;
+    res->sync_seconds = s3x_now() - t_end;
+    return 0;
+}
+
+/* kind.close: the result, then everything the run holds; a file download
+ * that did not finish removes its temporary file. */
+static void dl_close(s3x_transfer *t, int rc) {
+    drun *R = t->ctx;
+    s3x_xfer *x = R->x;
+    (void)rc;
+    x->res->bytes = R->bytes_done;
+    if (R->etag) snprintf(x->res->etag, sizeof x->res->etag, "%s", R->etag);
+    if (R->t.parts) {
+        for (int i = 0; i < R->nslots + 1; i++) {
+            rslot *p = slot_at(R, i);
+            if (p->stage) s3x_writer_release(R->writer, p->stage);
+            p->stage = NULL;
+            s3x_saved_error_free(&p->perr);
+        }
+        s3x_sched_remove(R->t.sched, &R->t);
+    }
+    if (R->writer) (void)s3x_writer_finish(R->writer, NULL);
+    if (R->kind == DST_FILE) {
+        if (R->fd >= 0) close(R->fd);
+        if (!R->renamed && R->tmp.data) unlink(R->tmp.data);
+        s3x_buf_free(&R->tmp);
+    }
     free(R->etag);
     free(R->checksum_hdr_name);
     free(R->checksum_value);
     s3x_hasher_cleanup(&R->hasher);
     s3x_xfer_end(x);
     if (x->pool_ready && x->pool.kind == S3X_POOL_MALLOC) s3x_pool_release(&x->pool);
+    free(R);
+}
+
+/* Adds the download to S: c ranges at once, one side part for the HEAD,
+ * and the probe (the first range, alone) queued. */
+static int open_download(s3x_sched *S, drun *R) {
+    s3x_xfer *x = R->x;
+    R->part_size = x->params[S3X_PARAM_PART_SIZE];
+    x->res->part_size = R->part_size;
+    int64_t c = x->params[S3X_PARAM_CONCURRENCY];
+    int64_t capacity = R->kind != DST_MEM || R->mem_cap > (size_t)INT64_MAX ? -1 : (int64_t)R->mem_cap;
+    int rc = s3x_dlplan_init(&R->plan, R->part_size, capacity);
+    if (!rc && R->kind == DST_STREAM) rc = setup_stream_pool(R, &c);
+    if (!rc) {
+        R->nslots = (int)c;
+        R->t.what = "download of";
+        R->t.bucket = R->bucket;
+        R->t.key = R->key;
+        rc = s3x_sched_add(S, &R->t, &download_kind, R, x, R->nslots, 1);
+    }
+    rslot *s = rc ? NULL : slot_at(R, 0);
+    if (s) {
+        s->index = 0;
+        s->ask = s3x_dlplan_probe(&R->plan);
+        s->offset = 0;
+        s->size = -1;
+        if (R->kind == DST_STREAM) {
+            int oom = 0;
+            s3x_pool_set_size(x->bufs, (size_t)R->part_size);
+            s->buf = s3x_pool_get(x->bufs, &oom);
+            s->buf_size = x->bufs->buf_size;
+            if (!s->buf) rc = s3x_seterr(S3X_ENOMEM, "out of memory allocating a range buffer");
+        }
+        if (!rc) s->base.state = S3X_PART_QUEUED;
+    }
     return rc;
 }
 
-static int check_target(const s3x_download *d, const char *bucket, const char *key) {
-    if (!d) return s3x_seterr(S3X_EINVAL, "download manager is NULL");
-    if (!bucket || !*bucket) return s3x_seterr(S3X_EINVAL, "bucket name is empty");
-    if (s3x_client_bucket_addressing(NULL, bucket, NULL)) return S3X_EINVAL;
-    if (!key || !*key) return s3x_seterr(S3X_EINVAL, "object key is empty");
+static drun *new_run(s3x_xfer *x, const char *bucket, const char *key, int kind) {
+    drun *R = calloc(1, sizeof *R);
+    if (!R) {
+        s3x_seterr(S3X_ENOMEM, "out of memory");
+        return NULL;
+    }
+    R->x = x;
+    R->bucket = bucket;
+    R->key = key;
+    R->kind = kind;
+    R->fd = -1;
+    R->out_fd = -1;
+    R->t.ctx = R;
+    return R;
+}
+
+/* Opens R (set up by the caller) on S; on failure everything is undone. */
+static int open_or_close(s3x_sched *S, drun *R, s3x_transfer **out) {
+    int rc = open_download(S, R);
+    if (rc) {
+        dl_close(&R->t, rc);
+        return rc;
+    }
+    *out = &R->t;
     return 0;
 }
 
-int s3x_download_file(s3x_download *d, const char *bucket, const char *key, const char *path, s3x_result *result) {
-    int rc = check_target(d, bucket, key);
-    if (rc) return rc;
+/* The temporary file beside path (so the rename is atomic), after checking
+ * that path can be written. */
+static int make_temp_file(drun *R, const char *path) {
     if (!path || !*path) return s3x_seterr(S3X_EINVAL, "path is empty");
+    R->path = path;
     struct stat st;
-    int replacing = 0;       /* an existing regular file is replaced */
-    mode_t keep_mode = 0;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return s3x_seterr(S3X_EIO, "%s is a directory", path);
         if (S_ISREG(st.st_mode)) {
-            replacing = 1;
-            keep_mode = st.st_mode & 0777;
+            R->replacing = 1;
+            R->keep_mode = st.st_mode & 0777;
         }
     }
-    /* The temporary file lives beside the target so the rename is atomic. */
     char *copy = strdup(path);
     if (!copy) return s3x_seterr(S3X_ENOMEM, "out of memory");
     const char *dir = dirname(copy);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    int rc = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         rc = s3x_seterr(S3X_EIO, "cannot download to %s: directory %s does not exist", path, dir);
-        free(copy);
-        return rc;
-    }
-    if (access(dir, W_OK) != 0) {
+    else if (access(dir, W_OK) != 0)
         rc = s3x_seterr(S3X_EIO, "cannot download to %s: directory %s is not writable", path, dir);
-        free(copy);
-        return rc;
-    }
     free(copy);
-    s3x_buf tmp = S3X_BUF_INIT;
+    if (rc) return rc;
+    /* The counter tells apart the temporary files of one process's
+     * downloads started within the same clock tick (a batch). */
+    static atomic_uint seq;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    if (s3x_buf_printf(&tmp, "%s.s3xfer-%ld-%lx.part", path, (long)getpid(), (unsigned long)ts.tv_nsec)) {
-        s3x_buf_free(&tmp);
+    if (s3x_buf_printf(&R->tmp, "%s.s3xfer-%ld-%lx-%x.part", path, (long)getpid(), (unsigned long)ts.tv_nsec,
+                       atomic_fetch_add(&seq, 1u)))
         return s3x_seterr(S3X_ENOMEM, "out of memory");
-    }
     /* A file that replaces another keeps its permission bits (a 0600 file
      * must not come back 0644), and until then the temporary file is
      * readable by its owner only, so the new contents of a private file are
      * never open to others on the way. A new file gets the umask's default
      * mode, as any program's new file would. Set-id and sticky bits are not
      * carried over: downloaded bytes should not become a set-id program. */
-    int fd = open(tmp.data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, replacing ? 0600 : 0666);
-    if (fd < 0) {
-        rc = s3x_seterr(S3X_EIO, "cannot create %s: %s", tmp.data, strerror(errno));
-        s3x_buf_free(&tmp);
+    R->fd = open(R->tmp.data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, R->replacing ? 0600 : 0666);
+    if (R->fd < 0) {
+        rc = s3x_seterr(S3X_EIO, "cannot create %s: %s", R->tmp.data, strerror(errno));
+        s3x_buf_free(&R->tmp);
         return rc;
     }
-    drun R;
-    memset(&R, 0, sizeof R);
-    R.bucket = bucket;
-    R.key = key;
-    R.kind = DST_FILE;
-    R.fd = fd;
-    s3x_result local;
-    if (!result) result = &local;
-    memset(result, 0, sizeof *result);
-    /* Durable: writeback starts while the ranges arrive (filewriter.h), so
-     * the fsync before the rename has little left to wait for. */
-    int durable = d->x.params[S3X_PARAM_DURABLE] != 0;
-    int e = s3x_writer_start(&R.writer, fd, 32, durable ? S3X_WRITEBACK_WINDOW : 0);
-    if (e) rc = s3x_seterr(S3X_ENOMEM, "cannot start the file writer: %s", strerror(e));
-    else rc = run_download(d, &R, result);
-    double t_end = s3x_now();
-    /* Every write must be done before the file is synced and renamed. */
-    s3x_writer_stats ws;
-    e = s3x_writer_finish(R.writer, &ws);
-    result->writeback_calls = ws.writeback_calls;
-    if (!rc && e) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(e));
-    /* A filesystem without Unix modes may refuse: the file then stays at
-     * the owner-only mode, which is the safe side. */
-    if (!rc && replacing) (void)fchmod(fd, keep_mode);
-    if (!rc && durable) {
-        result->fsyncs++;
-        if (fsync(fd) != 0) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
+    /* A batch has many file downloads at once: each queues less. Durable:
+     * writeback starts while the ranges arrive (filewriter.h), so the fsync
+     * before the rename has little left to wait for. */
+    int64_t window = R->x->params[S3X_PARAM_DURABLE] ? S3X_WRITEBACK_WINDOW : 0;
+    int e = s3x_writer_start(&R->writer, R->fd, R->x->batched ? 8 : 32, window);
+    if (e) return s3x_seterr(S3X_ENOMEM, "cannot start the file writer: %s", strerror(e));
+    return 0;
+}
+
+int s3x_download_open_file(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, const char *path,
+                           s3x_transfer **out) {
+    int rc = s3x_check_target(bucket, key);
+    drun *R = rc ? NULL : new_run(x, bucket, key, DST_FILE);
+    if (!rc && !R) rc = S3X_ENOMEM;
+    if (!rc && (rc = make_temp_file(R, path))) dl_close(&R->t, rc);
+    else if (!rc) return open_or_close(S, R, out);
+    if (!R) s3x_xfer_end(x);
+    return rc;
+}
+
+int s3x_download_open_memory(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, void *buf,
+                             size_t cap, s3x_transfer **out) {
+    int rc = s3x_check_target(bucket, key);
+    if (!rc && !buf && cap) rc = s3x_seterr(S3X_EINVAL, "buf is NULL");
+    drun *R = rc ? NULL : new_run(x, bucket, key, DST_MEM);
+    if (!R) {
+        s3x_xfer_end(x);
+        return rc ? rc : S3X_ENOMEM;
     }
-    if (close(fd) != 0 && !rc) rc = s3x_seterr(S3X_EIO, "writing %s failed: %s", path, strerror(errno));
-    if (!rc && rename(tmp.data, path) != 0) rc = s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", path, strerror(errno));
-    if (rc) unlink(tmp.data);
-    s3x_buf_free(&tmp);
-    /* The wait for the disk is part of the download's time. */
-    result->sync_seconds = s3x_now() - t_end;
-    result->seconds += result->sync_seconds;
-    return rc;
-}
-
-int s3x_download_memory(s3x_download *d, const char *bucket, const char *key, void *buf, size_t cap, size_t *len,
-                        s3x_result *result) {
-    int rc = check_target(d, bucket, key);
-    if (rc) return rc;
-    if (!buf && cap) return s3x_seterr(S3X_EINVAL, "buf is NULL");
-    drun R;
-    memset(&R, 0, sizeof R);
-    R.bucket = bucket;
-    R.key = key;
-    R.kind = DST_MEM;
-    R.mem = buf;
-    R.mem_cap = cap;
-    rc = run_download(d, &R, result);
-    if (len) *len = rc ? 0 : (size_t)R.bytes_done;
-    return rc;
-}
-
-int s3x_download_stream(s3x_download *d, const char *bucket, const char *key, s3x_write_fn write_fn,
-                        s3x_result *result, void *payload) {
-    int rc = check_target(d, bucket, key);
-    if (rc) return rc;
-    if (!write_fn) return s3x_seterr(S3X_EINVAL, "write_fn is NULL");
-    drun R;
-    memset(&R, 0, sizeof R);
-    R.bucket = bucket;
-    R.key = key;
-    R.kind = DST_STREAM;
-    R.write_fn = write_fn;
-    R.write_payload = payload;
-    return run_download(d, &R, result);
+    R->mem = buf;
+    R->mem_cap = cap;
+    return open_or_close(S, R, out);
 }
 
 static int fd_writer(const void *data, size_t len, void *payload) {
@@ -782,7 +825,81 @@ static int fd_writer(const void *data, size_t len, void *payload) {
     return 0;
 }
 
+int s3x_download_open_stream(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, int fd,
+                             s3x_write_fn write_fn, void *payload, s3x_transfer **out) {
+    int rc = s3x_check_target(bucket, key);
+    if (!rc && !write_fn && fd < 0) rc = s3x_seterr(S3X_EINVAL, "invalid file descriptor %d", fd);
+    drun *R = rc ? NULL : new_run(x, bucket, key, DST_STREAM);
+    if (!R) {
+        s3x_xfer_end(x);
+        return rc ? rc : S3X_ENOMEM;
+    }
+    if (write_fn) {
+        R->write_fn = write_fn;
+        R->write_payload = payload;
+    } else {
+        R->out_fd = fd;
+        R->write_fn = fd_writer;
+        R->write_payload = &R->out_fd;
+    }
+    return open_or_close(S, R, out);
+}
+
+/* ---- the blocking calls: one transfer on a scheduler of its own -------------------- */
+
+typedef struct open_args {
+    int how; /* 0 file, 1 memory, 2 stream */
+    const char *path;
+    void *buf;
+    size_t cap;
+    int fd;
+    s3x_write_fn write_fn;
+    void *payload;
+} open_args;
+
+static int run_one(s3x_download *d, const char *bucket, const char *key, const open_args *a, s3x_result *result) {
+    if (!d) return s3x_seterr(S3X_EINVAL, "download manager is NULL");
+    s3x_xfer *x = &d->x;
+    s3x_xfer_begin(x, result);
+    s3x_sched S;
+    s3x_sched_init(&S, x->client, (int)x->params[S3X_PARAM_CONCURRENCY]);
+    s3x_transfer *t = NULL;
+    int rc = a->how == 0   ? s3x_download_open_file(&S, x, bucket, key, a->path, &t)
+             : a->how == 1 ? s3x_download_open_memory(&S, x, bucket, key, a->buf, a->cap, &t)
+                           : s3x_download_open_stream(&S, x, bucket, key, a->fd, a->write_fn, a->payload, &t);
+    if (rc) return rc;
+    if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
+    t->kind->close(t, rc);
+    return rc;
+}
+
+int s3x_download_file(s3x_download *d, const char *bucket, const char *key, const char *path, s3x_result *result) {
+    s3x_result local;
+    open_args a = {.how = 0, .path = path};
+    return run_one(d, bucket, key, &a, result ? result : &local);
+}
+
+int s3x_download_memory(s3x_download *d, const char *bucket, const char *key, void *buf, size_t cap, size_t *len,
+                        s3x_result *result) {
+    s3x_result local;
+    if (!result) result = &local;
+    open_args a = {.how = 1, .buf = buf, .cap = cap};
+    int rc = run_one(d, bucket, key, &a, result);
+    if (len) *len = rc ? 0 : (size_t)result->bytes;
+    return rc;
+}
+
+int s3x_download_stream(s3x_download *d, const char *bucket, const char *key, s3x_write_fn write_fn,
+                        s3x_result *result, void *payload) {
+    if (!write_fn) return s3x_seterr(S3X_EINVAL, "write_fn is NULL");
+    s3x_result local;
+    open_args a = {.how = 2, .fd = -1, .write_fn = write_fn, .payload = payload};
+    return run_one(d, bucket, key, &a, result ? result : &local);
+}
+
 int s3x_download_fd(s3x_download *d, const char *bucket, const char *key, int fd, s3x_result *result) {
     if (fd < 0) return s3x_seterr(S3X_EINVAL, "invalid file descriptor %d", fd);
-    return s3x_download_stream(d, bucket, key, fd_writer, result, &fd);
+    s3x_result local;
+    open_args a = {.how = 2, .fd = fd};
+    return run_one(d, bucket, key, &a, result ? result : &local);
 }

@@ -12,6 +12,7 @@ void s3x_pool_init(s3x_pool *p, int kind, size_t buf_size, int max_buffers) {
 
 static void free_buffer(s3x_pool *p, char *buf, size_t size) {
     free(buf);
+    if (p->budget) p->budget->used -= (int64_t)size;
     p->alive--;
     p->held_bytes -= (int64_t)size;
 }
@@ -19,6 +20,7 @@ static void free_buffer(s3x_pool *p, char *buf, size_t size) {
 void s3x_pool_set_size(s3x_pool *p, size_t buf_size) {
     if (buf_size == p->buf_size) return;
     p->buf_size = buf_size;
+    if (p->mixed) return;
     int keep = 0;
     for (int i = 0; i < p->nfree; i++) {
         if (p->free_sizes[i] == buf_size) {
@@ -56,10 +58,28 @@ char *s3x_pool_get(s3x_pool *p, int *oom) {
     /* The free list only ever holds buffers of the current size (set_size and
      * put drop others), so an exhausted bounded pool has nothing to recycle. */
     if (p->kind == S3X_POOL_BOUNDED && p->alive >= p->max_buffers) return NULL;
+    s3x_membudget *mb = p->budget;
+    if (mb && mb->used + (int64_t)p->buf_size > mb->limit) {
+        /* Kept buffers of other sizes give their room back first. */
+        for (int i = p->nfree - 1; i >= 0 && mb->used + (int64_t)p->buf_size > mb->limit; i--) {
+            free_buffer(p, p->free_list[i], p->free_sizes[i]);
+            p->free_list[i] = p->free_list[p->nfree - 1];
+            p->free_sizes[i] = p->free_sizes[p->nfree - 1];
+            p->nfree--;
+        }
+        if (mb->used + (int64_t)p->buf_size > mb->limit) {
+            mb->waits++;
+            return NULL;
+        }
+    }
     char *b = malloc(p->buf_size ? p->buf_size : 1);
     if (!b) {
         if (oom) *oom = 1;
         return NULL;
+    }
+    if (mb) {
+        mb->used += (int64_t)p->buf_size;
+        if (mb->used > mb->peak) mb->peak = mb->used;
     }
     p->alive++;
     p->allocations++;
@@ -71,7 +91,7 @@ char *s3x_pool_get(s3x_pool *p, int *oom) {
 
 void s3x_pool_put(s3x_pool *p, char *buf, size_t size) {
     if (!buf) return;
-    if (p->kind == S3X_POOL_MALLOC || size != p->buf_size) {
+    if (p->kind == S3X_POOL_MALLOC || (size != p->buf_size && !p->mixed)) {
         free_buffer(p, buf, size);
         return;
     }

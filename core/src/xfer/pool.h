@@ -9,8 +9,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A byte budget shared by pools (a batch's): buffers alive, in use or
+ * kept, never sum above limit. */
+typedef struct s3x_membudget {
+    int64_t limit;
+    int64_t used;
+    int64_t peak;
+    int64_t waits;          /* gets refused because the budget was spent */
+} s3x_membudget;
+
 typedef struct s3x_pool {
     int kind;               /* s3x_pool_kind */
+    s3x_membudget *budget;  /* NULL, or the budget every allocation is charged to */
+    int mixed;              /* keeps buffers of every size (a batch's pool, shared by transfers of
+                               different part sizes); set_size then drops nothing */
     size_t buf_size;        /* size of the buffers handed out now */
     int max_buffers;        /* BOUNDED: buffers alive at most */
     int alive;              /* buffers allocated and not yet freed */
@@ -34,7 +46,9 @@ void s3x_pool_set_size(s3x_pool *p, size_t buf_size);
  * concurrency must not keep the earlier transfer's surplus). */
 void s3x_pool_set_limit(s3x_pool *p, int max_buffers);
 /* A buffer of buf_size bytes, or NULL: out of memory, or (BOUNDED) every
- * buffer is in use. *oom is set to 1 when the reason is a failed malloc. */
+ * buffer is in use, or the budget is spent (kept buffers of other sizes are
+ * freed first to make room). *oom is set to 1 when the reason is a failed
+ * malloc. */
 char *s3x_pool_get(s3x_pool *p, int *oom);
 /* Returns a buffer of `size` bytes obtained from s3x_pool_get. */
 void s3x_pool_put(s3x_pool *p, char *buf, size_t size);

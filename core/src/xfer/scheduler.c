@@ -20,6 +20,7 @@ int s3x_sched_add(s3x_sched *s, s3x_transfer *t, const s3x_kind *kind, void *ctx
     t->nside = nside;
     t->inflight = 0;
     t->finished = 0;
+    t->ok = 0;
     t->next = NULL;
     t->sched = s;
     t->parts = calloc((size_t)(nparts + nside), kind->part_size);
@@ -133,7 +134,6 @@ static void stop(s3x_transfer *t) {
         if (t->kind->release) t->kind->release(t, p);
         p->state = S3X_PART_FREE;
     }
-    t->finished = 1;
 }
 
 /* Starts the parts that are due: QUEUED ones and retries whose backoff ended. */
@@ -225,52 +225,97 @@ static void check_first_byte(s3x_transfer *t) {
     }
 }
 
-int s3x_sched_run(s3x_sched *s) {
-    int any_failed = 0;
-    for (;;) {
-        int running = 0;
-        double now = s3x_now();
-        for (s3x_transfer *t = s->head; t; t = t->next) {
-            if (t->finished) continue;
-            s3x_xfer *x = t->x;
-            if (s3x_xfer_cancelled(x) && !x->failed) s3x_xfer_failf(x, S3X_ECANCELLED, "%s s3://%s/%s cancelled", t->what, t->bucket, t->key);
-            if (!x->failed && t->kind->tick && t->kind->tick(t) < 0) s3x_xfer_fail(x);
-            if (!x->failed) start_due(t, now);
+/* A transfer stops: its owner is told after the pass over the list. */
+static void end(s3x_transfer *t, int ok) {
+    t->finished = 1;
+    t->ok = ok;
+    if (!ok) t->sched->any_failed = 1;
+}
+
+static void tell_ended(s3x_sched *s, s3x_transfer **ended, int n) {
+    if (!s->on_end) return;
+    for (int i = 0; i < n; i++) s->on_end(s, ended[i], s->end_payload);
+}
+
+int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
+    double now = s3x_now();
+    for (s3x_transfer *t = s->head; t; t = t->next) {
+        if (t->finished) continue;
+        s3x_xfer *x = t->x;
+        if (s3x_xfer_cancelled(x) && !x->failed)
+            s3x_xfer_failf(x, S3X_ECANCELLED, "%s s3://%s/%s cancelled", t->what, t->bucket, t->key);
+        if (!x->failed && t->kind->tick && t->kind->tick(t) < 0) s3x_xfer_fail(x);
+        if (!x->failed) start_due(t, now);
+    }
+    feed_all(s);
+    /* Transfers that end in this pass are told about afterwards, in a
+     * batch of at most 64 per pass (the rest are told on the next turn). */
+    s3x_transfer *ended[64];
+    int nended = 0, running = 0;
+    for (s3x_transfer *t = s->head; t; t = t->next) {
+        if (t->finished) {
+            if (t->ok < 0 && nended < 64) { /* ended on an earlier pass, not told yet */
+                t->ok = 0;
+                ended[nended++] = t;
+            }
+            continue;
         }
-        feed_all(s);
-        for (s3x_transfer *t = s->head; t; t = t->next) {
-            if (t->finished) continue;
-            if (t->x->failed) {
-                stop(t);
-                any_failed = 1;
-                continue;
-            }
-            if (!busy(t) && !t->kind->more(t)) {
-                t->finished = 1;
-                continue;
-            }
+        if (nended == 64) {
             running++;
+            continue;
         }
-        if (!running) break;
-        if (s3x_http_poll(s->client, poll_timeout_ms(s)) < 0) {
-            /* The loop itself broke: every transfer fails with its error. */
-            for (s3x_transfer *t = s->head; t; t = t->next)
-                if (!t->finished) {
-                    s3x_xfer_fail(t->x);
-                    stop(t);
-                }
-            any_failed = 1;
-            break;
+        if (t->x->failed) {
+            stop(t);
+            end(t, 0);
+            ended[nended++] = t;
+            continue;
         }
-        for (s3x_transfer *t = s->head; t; t = t->next) {
-            if (t->finished) continue;
-            check_first_byte(t);
-            if (t->x->progress) {
-                int64_t done = 0, total = -1;
-                t->kind->moving(t, &done, &total);
-                s3x_xfer_heartbeat(t->x, done, total);
+        if (!busy(t) && !t->kind->more(t)) {
+            if (t->kind->finish && t->kind->finish(t) < 0) {
+                s3x_xfer_fail(t->x);
+                stop(t);
+                end(t, 0);
+            } else {
+                end(t, 1);
             }
+            ended[nended++] = t;
+            continue;
+        }
+        running++;
+    }
+    tell_ended(s, ended, nended);
+    if (!running) return 0;
+    int wait = poll_timeout_ms(s);
+    if (max_wait_ms >= 0 && wait > max_wait_ms) wait = max_wait_ms;
+    if (s3x_http_poll(s->client, wait) < 0) {
+        /* The loop itself broke: every transfer fails with its error. */
+        nended = 0;
+        for (s3x_transfer *t = s->head; t; t = t->next)
+            if (!t->finished) {
+                s3x_xfer_fail(t->x);
+                stop(t);
+                end(t, 0);
+                if (nended < 64) ended[nended++] = t;
+                else t->ok = -1; /* told on a later turn */
+            }
+        tell_ended(s, ended, nended);
+        return -1;
+    }
+    for (s3x_transfer *t = s->head; t; t = t->next) {
+        if (t->finished) continue;
+        check_first_byte(t);
+        if (t->x->progress) {
+            int64_t done = 0, total = -1;
+            t->kind->moving(t, &done, &total);
+            s3x_xfer_heartbeat(t->x, done, total);
         }
     }
-    return any_failed ? -1 : 0;
+    return running;
+}
+
+int s3x_sched_run(s3x_sched *s) {
+    int n;
+    while ((n = s3x_sched_turn(s, -1)) > 0) {
+    }
+    return n < 0 || s->any_failed ? -1 : 0;
 }

@@ -99,6 +99,15 @@ typedef struct s3x_kind {
     void (*moving)(struct s3x_transfer *t, int64_t *done, int64_t *total);
     /* Gives back what the part holds (buffers) when the transfer stops. */
     void (*release)(struct s3x_transfer *t, s3x_part *p);
+    /* Optional: every part is done and the transfer did not fail: its last
+     * steps (CompleteMultipartUpload; a file's sync and rename). 0, or <0
+     * when the transfer failed (thread error set). */
+    int (*finish)(struct s3x_transfer *t);
+    /* Called by the transfer's owner once it stopped (rc: 0 or its error):
+     * aborts what a failure left (a multipart upload, a temporary file),
+     * takes the transfer off its scheduler and frees the kind's run. The
+     * thread's error is kept. See kinds.h. */
+    void (*close)(struct s3x_transfer *t, int rc);
 } s3x_kind;
 
 typedef struct s3x_transfer {
@@ -111,6 +120,8 @@ typedef struct s3x_transfer {
     int nparts, nside;
     int inflight;              /* parts INFLIGHT (side ones included) */
     int finished;              /* done, or failed and stopped */
+    int ok;                    /* finished, and succeeded */
+    void *owner;               /* the batch's record of this transfer, or NULL */
     struct s3x_transfer *next;
     struct s3x_sched *sched;
 } s3x_transfer;
@@ -121,6 +132,11 @@ typedef struct s3x_sched {
     int conns;                 /* fed parts in flight now */
     s3x_transfer *head, *tail;
     s3x_transfer *cursor;      /* where the next feeding round starts */
+    int any_failed;
+    /* Optional: told when a transfer finishes (t->ok says how), after the
+     * turn's pass over the list; it may remove t (close it). */
+    void (*on_end)(struct s3x_sched *s, s3x_transfer *t, void *payload);
+    void *end_payload;
 } s3x_sched;
 
 void s3x_sched_init(s3x_sched *s, s3x_client *c, int max_conns);
@@ -137,6 +153,14 @@ void s3x_sched_remove(s3x_sched *s, s3x_transfer *t);
 static inline s3x_part *s3x_transfer_part(const s3x_transfer *t, int i) {
     return (s3x_part *)(void *)(t->parts + (size_t)i * t->kind->part_size);
 }
+
+/* One turn of the loop: starts what is due, feeds free connections, finishes
+ * or stops transfers (on_end told), then waits on the sockets for at most
+ * max_wait_ms (-1: until the next deadline, at most 100 ms) and cuts slow
+ * parts. Returns the number of transfers still running (0: nothing to wait
+ * for, no wait done), or -1 when the loop itself broke (every transfer then
+ * failed with its error). */
+int s3x_sched_turn(s3x_sched *s, int max_wait_ms);
 
 /* Runs every transfer on the list until each has finished or failed. A
  * failed transfer's in-flight parts are stopped, the others go on. Returns 0

@@ -6,7 +6,7 @@
 #include "error.h"
 #include "params_internal.h"
 #include "s3xml.h"
-#include "scheduler.h"
+#include "kinds.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,6 +35,7 @@ enum src_kind { SRC_FILE, SRC_MEM, SRC_STREAM };
 typedef struct source {
     int kind;
     int fd;                   /* SRC_FILE, or SRC_STREAM from an fd */
+    int own_fd;               /* fd was opened here: closed with the run */
     const char *path;
     const char *mem;
     int64_t size;             /* -1 for streams */
@@ -65,7 +66,6 @@ typedef struct done_part {
 } done_part;
 
 typedef struct run {
-    s3x_upload *u;
     s3x_xfer *x;
     const char *bucket, *key;
     source src;
@@ -76,14 +76,15 @@ typedef struct run {
     int64_t part_size;        /* current part size */
     int64_t next_offset;      /* next byte of the source to assign to a part */
     int next_part;            /* next part number to assign */
-    int nparts_total;         /* known sizes: how many parts */
     int no_more_parts;
     int64_t bytes_done;
     char *upload_id;
-    done_part *parts;         /* [MAX_PARTS] */
+    done_part *parts;         /* [parts_cap] */
+    int parts_cap;
     int max_part_done;
     s3x_transfer t;           /* this upload on the scheduler: its parts are slots */
     int waiting;              /* the next part is waiting for a buffer */
+    int single;               /* one PutObject, no multipart upload */
     char *scratch;            /* UNBUFFERED checksum pre-pass */
 } run;
 
@@ -133,10 +134,10 @@ void s3x_upload_cancel(s3x_upload *u) {
 
 static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-int64_t s3x_upload_plan_part_size(const s3x_upload *u, int64_t size) {
-    int64_t p = u->x.params[S3X_PARAM_PART_SIZE];
+static int64_t plan_part_size(const s3x_xfer *x, int64_t size) {
+    int64_t p = x->params[S3X_PARAM_PART_SIZE];
     if (size < 0) {
-        int64_t hint = u->x.params[S3X_PARAM_SIZE_HINT];
+        int64_t hint = x->params[S3X_PARAM_SIZE_HINT];
         if (hint > 0) size = hint;
         else return p;
     }
@@ -144,6 +145,8 @@ int64_t s3x_upload_plan_part_size(const s3x_upload *u, int64_t size) {
     if (need > p) p = round_up(need, MiB);
     return p;
 }
+
+int64_t s3x_upload_plan_part_size(const s3x_upload *u, int64_t size) { return plan_part_size(&u->x, size); }
 
 /* Part size of part n of a stream of unknown size: doubles every GROWTH_EVERY
  * parts, never above 5 GiB nor above what the memory limit can hold. With a
@@ -280,7 +283,7 @@ static int digest_part(run *R, slot *s, const char *data) {
 
 static void slot_release_buffer(run *R, slot *s) {
     if (s->buf) {
-        s3x_pool_put(&R->x->pool, s->buf, s->buf_size);
+        s3x_pool_put(R->x->bufs, s->buf, s->buf_size);
         s->buf = NULL;
     }
 }
@@ -392,8 +395,9 @@ static int feed_slot_io(run *R, slot *s) {
         }
     }
     if (R->buffered) {
-        s3x_pool *p = &R->x->pool;
-        if ((int64_t)p->buf_size != (R->src.size >= 0 ? R->part_size : size)) s3x_pool_set_size(p, (size_t)size);
+        s3x_pool *p = R->x->bufs;
+        int64_t want = R->src.size >= 0 ? R->part_size : size;
+        if ((int64_t)p->buf_size != want) s3x_pool_set_size(p, (size_t)want);
         int oom = 0;
         char *b = s3x_pool_get(p, &oom);
         if (!b) {
@@ -440,6 +444,9 @@ static int feed_slot_io(run *R, slot *s) {
     return 1;
 }
 
+static int up_finish(s3x_transfer *t);
+static void up_close(s3x_transfer *t, int rc);
+
 static const s3x_kind upload_kind = {
     .name = "upload",
     .part_size = sizeof(slot),
@@ -449,6 +456,8 @@ static const s3x_kind upload_kind = {
     .more = up_more,
     .moving = up_moving,
     .release = up_release,
+    .finish = up_finish,
+    .close = up_close,
 };
 
 /* ---- the run -------------------------------------------------------------------- */
@@ -598,8 +607,15 @@ static int file_unchanged(run *R) {
 static int check_memory(run *R, int single) {
     int64_t limit = R->x->params[S3X_PARAM_MEMORY_LIMIT];
     if (!R->buffered || limit <= 0) return 0;
-    int64_t c = single ? 0 : R->x->params[S3X_PARAM_CONCURRENCY];
+    /* In a batch the budget is shared: a transfer needs room for one part
+     * and waits for the rest. */
+    int64_t c = single || R->x->batched ? 0 : R->x->params[S3X_PARAM_CONCURRENCY];
     int64_t need = (c + 1) * R->part_size;
+    if (R->x->batched && need > limit)
+        return s3x_seterr(S3X_ENOMEM,
+                          "upload to s3://%s/%s: a part buffer of %" PRId64 " bytes cannot fit the batch's memory_limit %" PRId64
+                          "; lower part_size (or multipart_threshold) or raise memory_limit",
+                          R->bucket, R->key, R->part_size, limit);
     if (need > limit)
         return s3x_seterr(S3X_ENOMEM,
                           "memory_limit %" PRId64 " cannot hold concurrency+1 = %" PRId64 " part buffers of %" PRId64
@@ -641,7 +657,7 @@ static int choose_body(run *R) {
  * what S3 or the memory limit cannot take before any request. */
 static int plan_parts(run *R, int *single) {
     const source *src = &R->src;
-    R->part_size = s3x_upload_plan_part_size(R->u, src->size);
+    R->part_size = plan_part_size(R->x, src->size);
     /* Known sizes below the threshold go in one PutObject: one part, the
      * whole object (S3 takes up to 5 GiB in one request). */
     *single = src->size >= 0 && src->size < R->x->params[S3X_PARAM_MULTIPART_THRESHOLD];
@@ -672,13 +688,15 @@ static void setup_pool(run *R) {
  * the concurrency, or as the object has. */
 static int setup_parts(run *R, s3x_sched *S, int single) {
     int64_t nslots = R->x->params[S3X_PARAM_CONCURRENCY];
+    /* Known sizes need a record per part, streams up to S3's limit. */
+    R->parts_cap = MAX_PARTS;
     if (R->src.size >= 0) {
         int64_t nparts = single || R->src.size == 0 ? 1 : (R->src.size + R->part_size - 1) / R->part_size;
         if (nslots > nparts) nslots = nparts;
+        if (nparts < MAX_PARTS) R->parts_cap = (int)nparts;
     }
-    R->parts = calloc(MAX_PARTS, sizeof *R->parts);
+    R->parts = calloc((size_t)R->parts_cap, sizeof *R->parts);
     if (!R->parts) return s3x_seterr(S3X_ENOMEM, "out of memory");
-    s3x_sched_init(S, R->x->client, (int)nslots);
     R->t.what = "upload to";
     R->t.bucket = R->bucket;
     R->t.key = R->key;
@@ -691,7 +709,7 @@ static int setup_parts(run *R, s3x_sched *S, int single) {
 static int begin_stream(run *R, int *single) {
     s3x_xfer *x = R->x;
     slot *s = slot_at(R, 0);
-    s3x_pool *p = &x->pool;
+    s3x_pool *p = x->bufs;
     s3x_pool_set_size(p, (size_t)R->part_size);
     int oom = 0;
     s->buf = s3x_pool_get(p, &oom);
@@ -725,7 +743,7 @@ static int finish_upload(run *R, int single) {
 
 /* On failure the multipart upload is aborted (the failure's error kept);
  * everything the run holds is given back. */
-static void end_run(run *R, s3x_sched *S, int rc) {
+static void end_run(run *R, int rc) {
     if (rc) {
         s3x_saved_error keep;
         s3x_error_save(&keep);
@@ -733,130 +751,199 @@ static void end_run(run *R, s3x_sched *S, int rc) {
         s3x_error_restore(&keep);
         s3x_saved_error_free(&keep);
     }
-    if (R->t.parts) s3x_sched_remove(S, &R->t);
+    if (R->t.parts) s3x_sched_remove(R->t.sched, &R->t);
     if (R->parts)
-        for (int i = 0; i < MAX_PARTS; i++) free(R->parts[i].etag);
+        for (int i = 0; i < R->parts_cap; i++) free(R->parts[i].etag);
     free(R->parts);
     free(R->scratch);
     free(R->upload_id);
     s3x_xfer *x = R->x;
     s3x_xfer_end(x);
     if (x->pool_ready && x->pool.kind == S3X_POOL_MALLOC) s3x_pool_release(&x->pool);
+    if (R->src.own_fd) close(R->src.fd);
+    free(R);
 }
 
-static int run_upload(s3x_upload *u, const char *bucket, const char *key, source *src, s3x_result *result) {
-    s3x_result local;
-    if (!result) result = &local;
-    s3x_xfer *x = &u->x;
-    s3x_xfer_begin(x, result);
-    run R;
-    memset(&R, 0, sizeof R);
-    R.u = u;
-    R.x = x;
-    R.bucket = bucket;
-    R.key = key;
-    R.src = *src;
-    R.next_part = 1;
-    s3x_sched S;
-    memset(&S, 0, sizeof S);
+/* kind.finish: every part is in; the file must not have changed, then the
+ * completion. */
+static int up_finish(s3x_transfer *t) {
+    run *R = t->ctx;
+    return finish_upload(R, R->single);
+}
+
+/* kind.close */
+static void up_close(s3x_transfer *t, int rc) { end_run(t->ctx, rc); }
+
+/* The first steps of an upload, up to its first part: the body's shape, the
+ * part plan, the parts on S, the bucket check, the multipart upload. */
+static int open_upload(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, const source *src,
+                       s3x_transfer **out) {
+    run *R = calloc(1, sizeof *R);
+    if (!R) {
+        if (src->own_fd) close(src->fd);
+        s3x_xfer_end(x);
+        return s3x_seterr(S3X_ENOMEM, "out of memory");
+    }
+    R->x = x;
+    R->bucket = bucket;
+    R->key = key;
+    R->src = *src;
+    R->next_part = 1;
+    R->t.ctx = R;
     int single = 0;
-    int rc = choose_body(&R);
-    if (!rc) rc = plan_parts(&R, &single);
+    int rc = choose_body(R);
+    if (!rc) rc = plan_parts(R, &single);
     if (!rc) {
-        result->part_size = R.part_size;
-        if (R.buffered) setup_pool(&R);
-        rc = setup_parts(&R, &S, single);
+        x->res->part_size = R->part_size;
+        if (R->buffered && !x->batched) setup_pool(R);
+        rc = setup_parts(R, S, single);
     }
-    if (!rc) rc = check_bucket_exists(&R);
-    if (!rc && src->kind == SRC_STREAM) rc = begin_stream(&R, &single);
-    else if (!rc && !single) rc = create_mpu(&R);
-    if (!rc) {
-        result->multipart = !single;
-        if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
+    if (!rc) rc = check_bucket_exists(R);
+    if (!rc && src->kind == SRC_STREAM) rc = begin_stream(R, &single);
+    else if (!rc && !single) rc = create_mpu(R);
+    R->single = single;
+    if (rc) {
+        end_run(R, rc);
+        return rc;
     }
-    if (!rc) rc = finish_upload(&R, single);
-    end_run(&R, &S, rc);
-    return rc;
+    x->res->multipart = !single;
+    *out = &R->t;
+    return 0;
 }
 
-static int check_target(const s3x_upload *u, const char *bucket, const char *key) {
-    if (!u) return s3x_seterr(S3X_EINVAL, "upload manager is NULL");
+int s3x_check_target(const char *bucket, const char *key) {
     if (!bucket || !*bucket) return s3x_seterr(S3X_EINVAL, "bucket name is empty");
     if (s3x_client_bucket_addressing(NULL, bucket, NULL)) return S3X_EINVAL;
     if (!key || !*key) return s3x_seterr(S3X_EINVAL, "object key is empty");
     return 0;
 }
 
-int s3x_upload_file(s3x_upload *u, const char *bucket, const char *key, const char *path, s3x_result *result) {
-    int rc = check_target(u, bucket, key);
-    if (rc) return rc;
+/* Opens path for an upload: a regular file (*is_stream 0), or a FIFO or
+ * device to read as a stream (*is_stream 1). */
+static int open_file_source(const char *path, source *s, int *is_stream) {
+    memset(s, 0, sizeof *s);
+    *is_stream = 0;
     if (!path) return s3x_seterr(S3X_EINVAL, "path is NULL");
-    source s;
-    memset(&s, 0, sizeof s);
-    s.kind = SRC_FILE;
-    s.path = path;
-    s.fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (s.fd < 0) return s3x_seterr(S3X_EIO, "cannot open %s: %s", path, strerror(errno));
-    if (fstat(s.fd, &s.st0) != 0) {
+    s->path = path;
+    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0) return s3x_seterr(S3X_EIO, "cannot open %s: %s", path, strerror(errno));
+    s->own_fd = 1;
+    int rc = 0;
+    if (fstat(s->fd, &s->st0) != 0) {
         rc = s3x_seterr(S3X_EIO, "cannot stat %s: %s", path, strerror(errno));
-    } else if (S_ISDIR(s.st0.st_mode)) {
+    } else if (S_ISDIR(s->st0.st_mode)) {
         rc = s3x_seterr(S3X_EIO, "%s is a directory", path);
-    } else if (!S_ISREG(s.st0.st_mode)) {
-        close(s.fd);
-        /* A FIFO or device given by path: upload it as a stream. */
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return s3x_seterr(S3X_EIO, "cannot open %s: %s", path, strerror(errno));
-        rc = s3x_upload_fd(u, bucket, key, fd, result);
-        close(fd);
-        return rc;
+    } else if (!S_ISREG(s->st0.st_mode)) {
+        s->kind = SRC_STREAM;
+        s->size = -1;
+        *is_stream = 1;
     } else {
-        s.size = s.st0.st_size;
-        posix_fadvise(s.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        rc = run_upload(u, bucket, key, &s, result);
+        s->kind = SRC_FILE;
+        s->size = s->st0.st_size;
+        posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     }
-    close(s.fd);
+    if (rc) close(s->fd);
     return rc;
 }
 
-int s3x_upload_memory(s3x_upload *u, const char *bucket, const char *key, const void *data, size_t len,
-                      s3x_result *result) {
-    int rc = check_target(u, bucket, key);
-    if (rc) return rc;
-    if (len && !data) return s3x_seterr(S3X_EINVAL, "data is NULL but len is %zu", len);
+int s3x_upload_open_file(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, const char *path,
+                         s3x_transfer **out) {
+    source s;
+    int is_stream = 0;
+    int rc = s3x_check_target(bucket, key);
+    if (!rc) rc = open_file_source(path, &s, &is_stream);
+    if (rc) {
+        s3x_xfer_end(x);
+        return rc;
+    }
+    return open_upload(S, x, bucket, key, &s, out);
+}
+
+int s3x_upload_open_memory(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, const void *data,
+                           size_t len, s3x_transfer **out) {
+    int rc = s3x_check_target(bucket, key);
+    if (!rc && len && !data) rc = s3x_seterr(S3X_EINVAL, "data is NULL but len is %zu", len);
+    if (rc) {
+        s3x_xfer_end(x);
+        return rc;
+    }
     source s;
     memset(&s, 0, sizeof s);
     s.kind = SRC_MEM;
     s.mem = data ? data : "";
     s.size = (int64_t)len;
     s.fd = -1;
-    return run_upload(u, bucket, key, &s, result);
+    return open_upload(S, x, bucket, key, &s, out);
 }
 
-int s3x_upload_fd(s3x_upload *u, const char *bucket, const char *key, int fd, s3x_result *result) {
-    int rc = check_target(u, bucket, key);
-    if (rc) return rc;
-    if (fd < 0) return s3x_seterr(S3X_EINVAL, "invalid file descriptor %d", fd);
+int s3x_upload_open_stream(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, int fd,
+                           s3x_read_fn read_fn, void *payload, s3x_transfer **out) {
+    int rc = s3x_check_target(bucket, key);
+    if (!rc && !read_fn && fd < 0) rc = s3x_seterr(S3X_EINVAL, "invalid file descriptor %d", fd);
+    if (rc) {
+        s3x_xfer_end(x);
+        return rc;
+    }
     source s;
     memset(&s, 0, sizeof s);
     s.kind = SRC_STREAM;
-    s.fd = fd;
-    s.size = -1;
-    s.path = "the input stream";
-    return run_upload(u, bucket, key, &s, result);
-}
-
-int s3x_upload_stream(s3x_upload *u, const char *bucket, const char *key, s3x_read_fn read_fn, s3x_result *result,
-                      void *payload) {
-    int rc = check_target(u, bucket, key);
-    if (rc) return rc;
-    if (!read_fn) return s3x_seterr(S3X_EINVAL, "read_fn is NULL");
-    source s;
-    memset(&s, 0, sizeof s);
-    s.kind = SRC_STREAM;
-    s.fd = -1;
+    s.fd = read_fn ? -1 : fd;
     s.size = -1;
     s.read_fn = read_fn;
     s.read_payload = payload;
     s.path = "the input stream";
-    return run_upload(u, bucket, key, &s, result);
+    return open_upload(S, x, bucket, key, &s, out);
+}
+
+/* ---- the blocking calls: one transfer on a scheduler of its own -------------------- */
+
+typedef struct open_args {
+    int how; /* 0 file, 1 memory, 2 stream */
+    const char *path;
+    const void *data;
+    size_t len;
+    int fd;
+    s3x_read_fn read_fn;
+    void *payload;
+} open_args;
+
+static int run_one(s3x_upload *u, const char *bucket, const char *key, const open_args *a, s3x_result *result) {
+    if (!u) return s3x_seterr(S3X_EINVAL, "upload manager is NULL");
+    s3x_result local;
+    if (!result) result = &local;
+    s3x_xfer *x = &u->x;
+    s3x_xfer_begin(x, result);
+    s3x_sched S;
+    s3x_sched_init(&S, x->client, (int)x->params[S3X_PARAM_CONCURRENCY]);
+    s3x_transfer *t = NULL;
+    int rc = a->how == 0   ? s3x_upload_open_file(&S, x, bucket, key, a->path, &t)
+             : a->how == 1 ? s3x_upload_open_memory(&S, x, bucket, key, a->data, a->len, &t)
+                           : s3x_upload_open_stream(&S, x, bucket, key, a->fd, a->read_fn, a->payload, &t);
+    if (rc) return rc;
+    if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
+    t->kind->close(t, rc);
+    return rc;
+}
+
+int s3x_upload_file(s3x_upload *u, const char *bucket, const char *key, const char *path, s3x_result *result) {
+    open_args a = {.how = 0, .path = path};
+    return run_one(u, bucket, key, &a, result);
+}
+
+int s3x_upload_memory(s3x_upload *u, const char *bucket, const char *key, const void *data, size_t len,
+                      s3x_result *result) {
+    open_args a = {.how = 1, .data = data, .len = len};
+    return run_one(u, bucket, key, &a, result);
+}
+
+int s3x_upload_fd(s3x_upload *u, const char *bucket, const char *key, int fd, s3x_result *result) {
+    open_args a = {.how = 2, .fd = fd};
+    return run_one(u, bucket, key, &a, result);
+}
+
+int s3x_upload_stream(s3x_upload *u, const char *bucket, const char *key, s3x_read_fn read_fn, s3x_result *result,
+                      void *payload) {
+    if (!read_fn) return s3x_seterr(S3X_EINVAL, "read_fn is NULL");
+    open_args a = {.how = 2, .fd = -1, .read_fn = read_fn, .payload = payload};
+    return run_one(u, bucket, key, &a, result);
 }

@@ -13,6 +13,7 @@ int s3x_xfer_init(s3x_xfer *x, s3x_client *c, unsigned scope) {
     if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
     x->client = c;
     x->scope = scope;
+    x->bufs = &x->pool;
     s3x_params_defaults(x->params);
     atomic_init(&x->cancel, 0);
     return 0;
@@ -58,14 +59,20 @@ void s3x_xfer_begin(s3x_xfer *x, s3x_result *res) {
     s3x_rng_seed(&x->rng, (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)x);
     s3x_budget_init(&x->budget);
     s3x_fbt_init(&x->fbt, x->params[S3X_PARAM_SLOW_PART_TIMEOUT], x->params[S3X_PARAM_CONCURRENCY]);
-    if (x->pool_ready) s3x_pool_reset_counters(&x->pool);
+    if (x->pool_ready && !x->batched) s3x_pool_reset_counters(&x->pool);
     res->concurrency = x->params[S3X_PARAM_CONCURRENCY];
 }
 
 void s3x_xfer_end(s3x_xfer *x) {
     s3x_result *r = x->res;
     r->seconds = s3x_now() - x->t0;
-    if (x->pool_ready) {
+    if (x->batched) {
+        /* The batch's pool is shared: its figures are the batch's so far. */
+        r->pool_allocations = x->bufs->allocations;
+        r->pool_bytes_allocated = x->bufs->bytes_allocated;
+        r->peak_buffer_bytes = x->bufs->budget ? x->bufs->budget->peak : x->bufs->peak_held_bytes;
+        r->buffer_waits = x->bufs->waits;
+    } else if (x->pool_ready) {
         r->pool_allocations = x->pool.allocations;
         r->pool_bytes_allocated = x->pool.bytes_allocated;
         r->peak_buffer_bytes = x->pool.peak_held_bytes;

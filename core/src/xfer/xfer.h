@@ -17,6 +17,8 @@ typedef struct s3x_xfer {
     unsigned scope;            /* S3X_SCOPE_UPLOAD or _DOWNLOAD */
     s3x_pool pool;             /* kept between transfers (CACHE keeps buffers) */
     int pool_ready;
+    s3x_pool *bufs;            /* where part buffers come from: &pool, or a batch's shared pool */
+    int batched;               /* one transfer of a batch: bufs is the batch's, bounded by its budget */
     s3x_progress_fn progress;
     void *progress_payload;
     atomic_int cancel;
