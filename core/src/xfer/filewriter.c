@@ -35,7 +35,7 @@ struct s3x_writer {
 /* Starts the kernel's writeback of what was written since the last call,
  * without waiting for it (Linux). The span is of the bytes written since:
  * ranges land out of order, so it can cover pages written back already,
- * which cost the kernel nothing to skip. A filesystem that refuses (ENOSYS,
+ * which the kernel skips. A filesystem that refuses (ENOSYS,
  * EINVAL, ESPIPE...) turns it off for the file: the final fsync still does
  * all the work, so nothing is lost but the head start. */
 static void start_writeback(s3x_writer *w) {
