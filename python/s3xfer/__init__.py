@@ -7,7 +7,6 @@
 
 from . import _core
 from .client import CancelToken, Client
-from .manager import TransferFuture, TransferManager
 from .config import BufferStrategy, Checksum, ChecksumLocation, Pool, RetryMode, TransferConfig
 from .result import TransferResult
 from .errors import *  # noqa: F401,F403
@@ -17,3 +16,12 @@ __version__ = _core.py_version()
 
 __all__ = ["Client", "CancelToken", "TransferManager", "TransferFuture", "TransferConfig", "TransferResult", "BufferStrategy", "Pool", "Checksum",
            "ChecksumLocation", "RetryMode", "__version__"] + list(_errors_all)
+
+
+def __getattr__(name):
+    # The transfer manager pulls in concurrent.futures: imported on first use,
+    # so `import s3xfer` stays quick.
+    if name in ("TransferManager", "TransferFuture"):
+        from . import manager
+        return getattr(manager, name)
+    raise AttributeError(f"module 's3xfer' has no attribute {name!r}")

@@ -44,7 +44,8 @@ static void test_table(void) {
         const s3x_param_info *pi = s3x_param_info_get(p);
         CHECK(pi && pi->lo == lo && pi->hi == hi && pi->def == def, "%s: info matches the public queries", n);
         CHECK(pi && pi->scope != 0 &&
-                  (pi->scope & ~(unsigned)(S3X_SCOPE_CLIENT | S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD | S3X_SCOPE_BATCH)) == 0,
+                  (pi->scope & ~(unsigned)(S3X_SCOPE_CLIENT | S3X_SCOPE_UPLOAD | S3X_SCOPE_DOWNLOAD |
+                                           S3X_SCOPE_BATCH)) == 0,
               "%s: applies to some handle and only to known ones", n);
         /* Default, lo and hi pass the check for the knob's own scope(s). */
         for (unsigned sc = 1; sc <= S3X_SCOPE_BATCH; sc <<= 1) {
@@ -147,7 +148,7 @@ static void test_check(void) {
         const s3x_param_info *pi = s3x_param_info_get(p);
         if (!pi) continue;
         unsigned sc = pi->scope & S3X_SCOPE_CLIENT ? S3X_SCOPE_CLIENT
-                      : pi->scope & S3X_SCOPE_UPLOAD ? S3X_SCOPE_UPLOAD
+                      : pi->scope & S3X_SCOPE_UPLOAD   ? S3X_SCOPE_UPLOAD
                       : pi->scope & S3X_SCOPE_DOWNLOAD ? S3X_SCOPE_DOWNLOAD
                                                        : S3X_SCOPE_BATCH;
         if (pi->lo > INT64_MIN) expect_range_error(p, pi->lo - 1, sc);

@@ -5,9 +5,10 @@ cannot succeed. Every transfer is checked byte for byte.
 The bound on requests sent into a storm (adaptive mode, the default): the
 requests already in flight when it starts (at most the concurrency, plus the
 transfer's own blocking request), then the client's shared rate, which the
-first throttling answers take to its floor of 2 requests/s
-(S3X_RL_MIN_RATE in core/src/util/ratelimit.h):
-    concurrency + 2 + 2/s x storm seconds  (+2 for timing slack at the edges)."""
+first throttling answers take to its floor of 0.5 requests/s
+(S3X_RL_MIN_RATE in core/src/util/ratelimit.h), asked at the scheduler's gate
+by new parts and retries alike:
+    concurrency + 2 + 0.5/s x storm seconds  (+2 for timing slack at the edges)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from s3xfer import TransferConfig
 
 MiB = 1 << 20
 PART = 5 * MiB
-RATE_FLOOR = 2.0   # requests/s, S3X_RL_MIN_RATE
+RATE_FLOOR = 0.5   # requests/s, S3X_RL_MIN_RATE
 
 
 def storm_bound(concurrency: int, seconds: float) -> int:
@@ -86,9 +87,10 @@ def test_storm_upload_survives(pclient, client, boto, bucket, proxy, data, secon
     n = storm_count(proxy)
     assert n >= 1 and r.retries_throttled >= 1
     assert n <= storm_bound(concurrency, seconds), (n, r)
-    # Finished within the storm plus a few seconds (the tail: requests parked
-    # at their slots, at most concurrency / floor rate, and the transfer itself).
-    assert wall < 0.3 + seconds + 4 + concurrency / RATE_FLOOR / 2, (wall, r)
+    # Finished within the storm plus a few seconds (the tail: the next probe,
+    # at most 1 / floor rate after the storm ends, then the rate doubling with
+    # each success, and the transfer itself).
+    assert wall < 0.3 + seconds + 1 / RATE_FLOOR + 5, (wall, r)
     assert r.throttled_seconds > seconds * 0.5
     proxy.set_rules([])
     assert sha(boto.get_object(Bucket=bucket, Key="storm")["Body"].read()) == sha(data)
@@ -108,7 +110,7 @@ def test_storm_download_survives(pclient, boto, bucket, proxy, data, tmp_path, s
     n = storm_count(proxy)
     assert n >= 1 and r.retries_throttled >= 1
     assert n <= storm_bound(8, seconds), (n, r)
-    assert wall < 0.3 + seconds + 6, (wall, r)
+    assert wall < 0.3 + seconds + 1 / RATE_FLOOR + 5, (wall, r)
     assert sha(out.read_bytes()) == sha(data)
 
 
@@ -124,8 +126,8 @@ def test_storm_longer_than_window_fails_clearly_and_cleans_up(pclient, client, b
     wall = time.monotonic() - t
     msg = str(ei.value)
     assert "retry window of 2000 ms" in msg and "retry_timeout" in msg and "requests throttled" in msg, msg
-    # The abort waits for the storm to end and for a slot of the shared rate
-    # (the failed parts' reservations are not handed back).
+    # The abort waits for the storm to end (the abort is a blocking request
+    # of its own, not held at the gate).
     assert wall < 0.3 + 4 + 6, wall
     assert storm_count(proxy) <= storm_bound(8, 4)
     proxy.set_rules([])
@@ -152,7 +154,12 @@ def test_random_503s_stay_byte_exact(pclient, client, boto, bucket, proxy, data,
     t = time.monotonic()
     pclient.upload_bytes(data, bucket, "clean", config=cfg)
     clean = time.monotonic() - t
-    r, wall = run_upload(pclient, proxy, bucket, data, cfg, ["slowdown_503:p=0.1"])
+    # p=0.1 over ~15 requests draws no 503 at all one time in five (the
+    # draws are keyed on the upload id, new each run): run until one did.
+    for _ in range(6):
+        r, wall = run_upload(pclient, proxy, bucket, data, cfg, ["slowdown_503:p=0.1"])
+        if r.retries_throttled:
+            break
     assert r.retries_throttled >= 1
     assert wall < clean + 5, (clean, wall, r)
     proxy.set_rules([])

@@ -462,19 +462,26 @@ static void finish(s3x_client *c, CURL *e, CURLcode res) {
     if (r->on_done) r->on_done(r, r->done_payload);
 }
 
-static void drain_messages(s3x_client *c) {
+/* Hands finished requests to their callbacks; returns how many. */
+static int drain_messages(s3x_client *c) {
     CURLMsg *m;
-    int left;
+    int left, n = 0;
     while ((m = curl_multi_info_read(c->multi, &left)))
-        if (m->msg == CURLMSG_DONE) finish(c, m->easy_handle, m->data.result);
+        if (m->msg == CURLMSG_DONE) {
+            finish(c, m->easy_handle, m->data.result);
+            n++;
+        }
+    return n;
 }
 
 int s3x_http_poll(s3x_client *c, int timeout_ms) {
     int running = 0;
     CURLMcode mc = curl_multi_perform(c->multi, &running);
     if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_perform: %s", curl_multi_strerror(mc));
-    drain_messages(c);
-    if (running > 0 && timeout_ms > 0) {
+    /* Requests that just finished may let the caller start others: it gets
+     * the chance before anything waits. */
+    int finished = drain_messages(c);
+    if (running > 0 && timeout_ms > 0 && !finished) {
         mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
         if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_poll: %s", curl_multi_strerror(mc));
         mc = curl_multi_perform(c->multi, &running);

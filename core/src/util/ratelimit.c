@@ -16,6 +16,7 @@ void s3x_rl_on_response(s3x_ratelimit *rl, double now) {
 
 void s3x_rl_on_throttle(s3x_ratelimit *rl, double now) {
     rl->throttles++;
+    rl->last_throttle = now;
     if (!rl->active) {
         /* Start from what the client was doing: a client sending 100 req/s
          * that is told to slow down goes to 50, not to some fixed guess. */
@@ -34,12 +35,25 @@ void s3x_rl_on_throttle(s3x_ratelimit *rl, double now) {
     if (rl->rate < S3X_RL_MIN_RATE) rl->rate = S3X_RL_MIN_RATE;
 }
 
-void s3x_rl_on_success(s3x_ratelimit *rl, double now) {
-    (void)now;
-    if (!rl->active) return;
+void s3x_rl_on_success(s3x_ratelimit *rl, double now, double sent_at) {
+    if (!rl->active || sent_at < rl->last_throttle) return;
+    /* A request sent after the server last said "slow down" went through:
+     * the storm is likely over. Climb back fast, from at least a quarter of
+     * the rate before it (more throttling cuts it again at once). */
     rl->rate *= S3X_RL_GROWTH;
+    if (rl->rate < rl->full_rate / 4) rl->rate = rl->full_rate / 4;
+    if (rl->next_free > now) rl->next_free = now;
     if (rl->rate >= rl->full_rate) rl->active = 0;
 }
+
+int s3x_rl_may_send(s3x_ratelimit *rl, double now) {
+    if (!rl->active) return 1;
+    if (now < rl->next_free) return 0;
+    rl->next_free = now + 1.0 / rl->rate;
+    return 1;
+}
+
+double s3x_rl_next(const s3x_ratelimit *rl) { return rl->active ? rl->next_free : 0; }
 
 double s3x_rl_reserve(s3x_ratelimit *rl, double earliest) {
     if (!rl->active) return earliest;

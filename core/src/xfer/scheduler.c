@@ -137,10 +137,30 @@ static void stop(s3x_transfer *t) {
 }
 
 /* Starts the parts that are due: QUEUED ones and retries whose backoff ended. */
+static int held(s3x_transfer *t) { return t->kind->hold && t->kind->hold(t); }
+
+/* The client's adaptive rate, asked before every request of an adaptive
+ * transfer: while the server throttles, requests go at its pace, new parts
+ * as well as retries. */
+static int may_send(s3x_transfer *t) {
+    if (t->x->params[S3X_PARAM_RETRY_MODE] != S3X_RETRY_MODE_ADAPTIVE) return 1;
+    return s3x_rl_may_send(&t->sched->client->rate, s3x_now());
+}
+
+/* Whether a new part may be fed now (the same gate, without taking a slot). */
+static int rate_open(s3x_transfer *t) {
+    if (t->x->params[S3X_PARAM_RETRY_MODE] != S3X_RETRY_MODE_ADAPTIVE) return 1;
+    double next = s3x_rl_next(&t->sched->client->rate);
+    return next <= 0 || next <= s3x_now();
+}
+
 static void start_due(s3x_transfer *t, double now) {
+    int hold = held(t);
     for (int i = 0; i < t->nparts + t->nside && !t->x->failed; i++) {
         s3x_part *p = s3x_transfer_part(t, i);
+        if (hold && !p->side) continue;
         if (p->state == S3X_PART_QUEUED || (p->state == S3X_PART_RETRY_WAIT && p->retry_at <= now)) {
+            if (!may_send(t)) return;
             if (start(t, p)) s3x_xfer_fail(t->x);
         }
     }
@@ -154,14 +174,14 @@ static void feed_all(s3x_sched *s) {
         progress = 0;
         s3x_transfer *t = s->cursor ? s->cursor : s->head;
         for (s3x_transfer *first = t; t && s->conns < s->max_conns;) {
-            if (!t->finished && !t->x->failed && t->kind->more(t)) {
+            if (!t->finished && !t->x->failed && t->kind->more(t) && !held(t) && rate_open(t)) {
                 for (int i = 0; i < t->nparts; i++) {
                     s3x_part *p = s3x_transfer_part(t, i);
                     if (p->state != S3X_PART_FREE) continue;
                     int k = t->kind->feed(t, p);
                     if (k < 0) {
                         s3x_xfer_fail(t->x);
-                    } else if (k > 0) {
+                    } else if (k > 0 && may_send(t)) { /* else QUEUED: start_due starts it */
                         if (start(t, p)) s3x_xfer_fail(t->x);
                         else progress = 1;
                     }
@@ -186,6 +206,9 @@ static int busy(const s3x_transfer *t) {
  * between polls). */
 static int poll_timeout_ms(s3x_sched *s) {
     double now = s3x_now(), next = now + 0.1;
+    /* Requests held at the rate's gate go when it opens. */
+    double gate = s3x_rl_next(&s->client->rate);
+    if (gate > now && gate < next) next = gate;
     for (s3x_transfer *t = s->head; t; t = t->next) {
         if (t->finished) continue;
         int64_t fbt = s3x_fbt_current(&t->x->fbt);
@@ -225,6 +248,17 @@ static void check_first_byte(s3x_transfer *t) {
     }
 }
 
+/* Parts wait (to retry, or at the gate) and none is on the wire. */
+static int waiting_only(const s3x_transfer *t) {
+    int waiting = 0;
+    for (int i = 0; i < t->nparts + t->nside; i++) {
+        int st = s3x_transfer_part(t, i)->state;
+        if (st == S3X_PART_INFLIGHT) return 0;
+        if (st == S3X_PART_RETRY_WAIT || st == S3X_PART_QUEUED) waiting = 1;
+    }
+    return waiting;
+}
+
 /* A transfer stops: its owner is told after the pass over the list. */
 static void end(s3x_transfer *t, int ok) {
     t->finished = 1;
@@ -245,13 +279,16 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
         if (s3x_xfer_cancelled(x) && !x->failed)
             s3x_xfer_failf(x, S3X_ECANCELLED, "%s s3://%s/%s cancelled", t->what, t->bucket, t->key);
         if (!x->failed && t->kind->tick && t->kind->tick(t) < 0) s3x_xfer_fail(x);
+        /* The retry window is a time: a retry held at the rate's gate past
+         * it fails the transfer as a throttled answer past it would. */
+        if (!x->failed && waiting_only(t) && s3x_xfer_storm_expired(x, now)) s3x_xfer_fail(x);
         if (!x->failed) start_due(t, now);
     }
     feed_all(s);
     /* Transfers that end in this pass are told about afterwards, in a
      * batch of at most 64 per pass (the rest are told on the next turn). */
     s3x_transfer *ended[64];
-    int nended = 0, running = 0;
+    int nended = 0, running = 0, queued = 0;
     for (s3x_transfer *t = s->head; t; t = t->next) {
         if (t->finished) {
             if (t->ok < 0 && nended < 64) { /* ended on an earlier pass, not told yet */
@@ -271,7 +308,13 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
             continue;
         }
         if (!busy(t) && !t->kind->more(t)) {
-            if (t->kind->finish && t->kind->finish(t) < 0) {
+            int f = t->kind->finish ? t->kind->finish(t) : 0;
+            if (f > 0) { /* its last request was queued: started without waiting */
+                running++;
+                queued = 1;
+                continue;
+            }
+            if (f < 0) {
                 s3x_xfer_fail(t->x);
                 stop(t);
                 end(t, 0);
@@ -285,7 +328,7 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
     }
     tell_ended(s, ended, nended);
     if (!running) return 0;
-    int wait = poll_timeout_ms(s);
+    int wait = queued ? 0 : poll_timeout_ms(s);
     if (max_wait_ms >= 0 && wait > max_wait_ms) wait = max_wait_ms;
     if (s3x_http_poll(s->client, wait) < 0) {
         /* The loop itself broke: every transfer fails with its error. */

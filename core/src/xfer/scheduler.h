@@ -50,7 +50,8 @@ struct s3x_transfer;
 typedef struct s3x_part {
     int state;                 /* enum s3x_part_state */
     int side;                  /* a side request (not fed, no connection slot,
-                                  no first-byte cut): the download's HEAD */
+                                  no first-byte cut): the download's HEAD, the
+                                  upload's Create/CompleteMultipartUpload */
     int attempts;              /* requests made for this part, this one included */
     double retry_at;           /* RETRY_WAIT: when to start again */
     int fb_timeout;            /* the last attempt was cut by the first-byte timeout */
@@ -99,9 +100,13 @@ typedef struct s3x_kind {
     void (*moving)(struct s3x_transfer *t, int64_t *done, int64_t *total);
     /* Gives back what the part holds (buffers) when the transfer stops. */
     void (*release)(struct s3x_transfer *t, s3x_part *p);
+    /* Optional: 1 while the transfer's parts must not start (fed or
+     * queued): a side request prepares the way (CreateMultipartUpload). */
+    int (*hold)(struct s3x_transfer *t);
     /* Optional: every part is done and the transfer did not fail: its last
-     * steps (CompleteMultipartUpload; a file's sync and rename). 0, or <0
-     * when the transfer failed (thread error set). */
+     * steps (CompleteMultipartUpload; a file's sync and rename). 0: done;
+     * 1: a side part was queued, call again once nothing is busy; <0: the
+     * transfer failed (thread error set). */
     int (*finish)(struct s3x_transfer *t);
     /* Called by the transfer's owner once it stopped (rc: 0 or its error):
      * aborts what a failure left (a multipart upload, a temporary file),

@@ -85,8 +85,21 @@ typedef struct run {
     s3x_transfer t;           /* this upload on the scheduler: its parts are slots */
     int waiting;              /* the next part is waiting for a buffer */
     int single;               /* one PutObject, no multipart upload */
+    /* The multipart upload's own requests run as the transfer's side part,
+     * on the loop like its parts: CreateMultipartUpload before any part
+     * starts (parts are held meanwhile), CompleteMultipartUpload after the
+     * last one. */
+    int side_op;              /* SIDE_* */
+    int phase;                /* PHASE_* */
+    time_t create_started;
+    int create_maybe_twice;   /* an attempt broke after it was sent: another upload may exist */
+    char *complete_body;
+    size_t complete_len;
     char *scratch;            /* UNBUFFERED checksum pre-pass */
 } run;
+
+enum { SIDE_NONE, SIDE_CREATE, SIDE_COMPLETE };
+enum { PHASE_PARTS, PHASE_CREATING, PHASE_COMPLETING, PHASE_COMPLETED };
 
 /* ---- handle ------------------------------------------------------------------- */
 
@@ -290,12 +303,16 @@ static void slot_release_buffer(run *R, slot *s) {
 
 static int single_put(const run *R) { return R->upload_id == NULL; }
 
+static int prepare_side(run *R, s3x_http_req *r);
+static int take_side(run *R, s3x_http_req *r);
+
 /* kind.prepare: fills the request of a part whose number, offset, size and
  * bytes are set. */
 static int up_prepare(s3x_transfer *t, s3x_part *p) {
     run *R = t->ctx;
     slot *s = (slot *)p;
     s3x_http_req *r = &p->req;
+    if (p->side) return prepare_side(R, r);
     r->op = single_put(R) ? "PutObject" : "UploadPart";
     r->method = "PUT";
     r->bucket = R->bucket;
@@ -334,6 +351,7 @@ static int up_take(s3x_transfer *t, s3x_part *p) {
     run *R = t->ctx;
     slot *s = (slot *)p;
     s3x_http_req *r = &p->req;
+    if (p->side) return take_side(R, r) ? -1 : S3X_PART_FREE;
     done_part *d = &R->parts[s->part_number - 1];
     free(d->etag);
     d->etag = strdup(r->etag ? r->etag : "");
@@ -348,6 +366,20 @@ static int up_take(s3x_transfer *t, s3x_part *p) {
 }
 
 static void up_release(s3x_transfer *t, s3x_part *p) { slot_release_buffer(t->ctx, (slot *)p); }
+
+/* kind.hold: parts wait while the multipart upload is being created. */
+static int up_hold(s3x_transfer *t) { return ((run *)t->ctx)->phase == PHASE_CREATING; }
+
+/* kind.check: an attempt of CreateMultipartUpload that broke after it was
+ * sent may have created an upload anyway (cleaned up once one succeeds). */
+static int up_check(s3x_transfer *t, s3x_part *p) {
+    run *R = t->ctx;
+    const s3x_http_req *r = &p->req;
+    if (p->side && R->side_op == SIDE_CREATE && r->curl_rc != CURLE_OK && r->curl_rc != CURLE_COULDNT_CONNECT &&
+        r->curl_rc != CURLE_COULDNT_RESOLVE_HOST)
+        R->create_maybe_twice = 1;
+    return S3X_CHECK_JUDGE;
+}
 
 static int up_more(s3x_transfer *t) { return !((run *)t->ctx)->no_more_parts; }
 
@@ -456,6 +488,8 @@ static const s3x_kind upload_kind = {
     .more = up_more,
     .moving = up_moving,
     .release = up_release,
+    .check = up_check,
+    .hold = up_hold,
     .finish = up_finish,
     .close = up_close,
 };
@@ -528,23 +562,62 @@ static void abort_lost_uploads(run *R, time_t started) {
     s3x_upload_list_free(l);
 }
 
-static int create_mpu(run *R) {
-    s3x_http_req r;
-    upload_req(R, &r, "CreateMultipartUpload", "POST", 0, 0);
-    r.query[r.nquery++] = (s3x_kv){"uploads", ""};
-    if (s3x_checksum_algorithm(R->checksum))
-        r.headers[r.nheaders++] = (s3x_kv){"x-amz-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
-    time_t started = time(NULL);
-    int maybe_twice = 0;
-    int rc = s3x_xfer_perform_ex(R->x, &r, &maybe_twice);
-    if (!rc) rc = s3x_xml_parse_initiate(r.resp_body.data, r.resp_body.len, &R->upload_id);
-    s3x_http_req_reset(R->x->client, &r);
-    if (!rc) snprintf(R->x->res->upload_id, sizeof R->x->res->upload_id, "%s", R->upload_id);
-    if (!rc && maybe_twice) abort_lost_uploads(R, started);
-    return rc;
+/* The side part's request: CreateMultipartUpload or CompleteMultipartUpload. */
+static int prepare_side(run *R, s3x_http_req *r) {
+    if (R->side_op == SIDE_CREATE) {
+        upload_req(R, r, "CreateMultipartUpload", "POST", 0, 0);
+        r->query[r->nquery++] = (s3x_kv){"uploads", ""};
+        if (s3x_checksum_algorithm(R->checksum))
+            r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
+        return 0;
+    }
+    upload_req(R, r, "CompleteMultipartUpload", "POST", 0, 1);
+    r->headers[r->nheaders++] = (s3x_kv){"content-type", "application/xml"};
+    r->body = R->complete_body;
+    r->body_len = R->complete_len;
+    return 0;
 }
 
-static int complete_mpu(run *R) {
+/* Queues the side part for op. */
+static void queue_side(run *R, int op) {
+    s3x_part *p = s3x_transfer_part(&R->t, R->t.nparts);
+    R->side_op = op;
+    p->attempts = 0;
+    p->state = S3X_PART_QUEUED;
+}
+
+/* Starts the multipart upload: its parts wait until it exists. */
+static void begin_create(run *R) {
+    R->phase = PHASE_CREATING;
+    R->create_started = time(NULL);
+    queue_side(R, SIDE_CREATE);
+}
+
+/* The side part succeeded: the upload id, or the completed object (a 200
+ * whose body is a retryable <Error> was already retried by the judge). */
+static int take_side(run *R, s3x_http_req *r) {
+    int rc;
+    if (R->side_op == SIDE_CREATE) {
+        if ((rc = s3x_xml_parse_initiate(r->resp_body.data, r->resp_body.len, &R->upload_id))) return rc;
+        snprintf(R->x->res->upload_id, sizeof R->x->res->upload_id, "%s", R->upload_id);
+        if (R->create_maybe_twice) abort_lost_uploads(R, R->create_started);
+        R->phase = PHASE_PARTS;
+    } else {
+        if ((rc = s3x_http_check_complete_body(r))) return rc;
+        s3x_xml_complete c;
+        memset(&c, 0, sizeof c);
+        rc = s3x_xml_parse_complete(r->resp_body.data, r->resp_body.len, &c);
+        if (!rc && c.etag) snprintf(R->x->res->etag, sizeof R->x->res->etag, "%s", c.etag);
+        s3x_xml_complete_free(&c);
+        if (rc) return rc;
+        R->phase = PHASE_COMPLETED;
+    }
+    R->side_op = SIDE_NONE;
+    return 0;
+}
+
+/* The completion's body, from every part's ETag and checksum. */
+static int build_complete(run *R) {
     int n = R->max_part_done;
     s3x_complete_part *cp = calloc((size_t)n, sizeof *cp);
     if (!cp) return s3x_seterr(S3X_ENOMEM, "out of memory");
@@ -557,29 +630,9 @@ static int complete_mpu(run *R) {
             return s3x_seterr(S3X_EINTERNAL, "part %d has no ETag at completion", i + 1);
         }
     }
-    char *body = NULL;
-    size_t blen = 0;
-    int rc = s3x_xml_build_complete(cp, (size_t)n, s3x_checksum_xml_name(R->checksum), &body, &blen);
+    int rc = s3x_xml_build_complete(cp, (size_t)n, s3x_checksum_xml_name(R->checksum), &R->complete_body,
+                                    &R->complete_len);
     free(cp);
-    if (rc) return rc;
-    s3x_http_req r;
-    upload_req(R, &r, "CompleteMultipartUpload", "POST", 0, 1);
-    r.headers[r.nheaders++] = (s3x_kv){"content-type", "application/xml"};
-    r.body = body;
-    r.body_len = blen;
-    /* A 200 whose body is a retryable <Error> is retried like a 500: the
-     * judge (s3x_http_error_in_200) decides, under the same window. */
-    rc = s3x_xfer_perform(R->x, &r);
-    if (!rc) rc = s3x_http_check_complete_body(&r);
-    if (!rc) {
-        s3x_xml_complete c;
-        memset(&c, 0, sizeof c);
-        rc = s3x_xml_parse_complete(r.resp_body.data, r.resp_body.len, &c);
-        if (!rc && c.etag) snprintf(R->x->res->etag, sizeof R->x->res->etag, "%s", c.etag);
-        s3x_xml_complete_free(&c);
-    }
-    s3x_http_req_reset(R->x->client, &r);
-    free(body);
     return rc;
 }
 
@@ -700,7 +753,7 @@ static int setup_parts(run *R, s3x_sched *S, int single) {
     R->t.what = "upload to";
     R->t.bucket = R->bucket;
     R->t.key = R->key;
-    return s3x_sched_add(S, &R->t, &upload_kind, R, R->x, (int)nslots, 0);
+    return s3x_sched_add(S, &R->t, &upload_kind, R, R->x, (int)nslots, 1);
 }
 
 /* A stream: reads the first part; if the stream ends inside it and below
@@ -719,7 +772,7 @@ static int begin_stream(run *R, int *single) {
     if (got < 0) return (int)got;
     *single = R->src.eof && got < x->params[S3X_PARAM_MULTIPART_THRESHOLD];
     int rc;
-    if (!*single && (rc = create_mpu(R))) return rc;
+    if (!*single) begin_create(R);
     s->part_number = 1;
     s->offset = 0;
     s->size = got;
@@ -735,10 +788,14 @@ static int begin_stream(run *R, int *single) {
 /* After the parts: the file must not have changed, then the completion. */
 static int finish_upload(run *R, int single) {
     int rc;
+    if (!single && R->phase == PHASE_COMPLETED) return 0;
     if (R->src.kind == SRC_FILE && (rc = file_unchanged(R))) return rc;
-    if (!single && (rc = complete_mpu(R))) return rc;
     R->x->res->bytes = R->bytes_done;
-    return 0;
+    if (single) return 0;
+    if ((rc = build_complete(R))) return rc;
+    R->phase = PHASE_COMPLETING;
+    queue_side(R, SIDE_COMPLETE);
+    return 1;
 }
 
 /* On failure the multipart upload is aborted (the failure's error kept);
@@ -757,6 +814,7 @@ static void end_run(run *R, int rc) {
     free(R->parts);
     free(R->scratch);
     free(R->upload_id);
+    free(R->complete_body);
     s3x_xfer *x = R->x;
     s3x_xfer_end(x);
     if (x->pool_ready && x->pool.kind == S3X_POOL_MALLOC) s3x_pool_release(&x->pool);
@@ -765,7 +823,8 @@ static void end_run(run *R, int rc) {
 }
 
 /* kind.finish: every part is in; the file must not have changed, then the
- * completion. */
+ * completion, on the side part (1: in progress, called again once it is
+ * done). */
 static int up_finish(s3x_transfer *t) {
     run *R = t->ctx;
     return finish_upload(R, R->single);
@@ -800,7 +859,7 @@ static int open_upload(s3x_sched *S, s3x_xfer *x, const char *bucket, const char
     }
     if (!rc) rc = check_bucket_exists(R);
     if (!rc && src->kind == SRC_STREAM) rc = begin_stream(R, &single);
-    else if (!rc && !single) rc = create_mpu(R);
+    else if (!rc && !single) begin_create(R);
     R->single = single;
     if (rc) {
         end_run(R, rc);

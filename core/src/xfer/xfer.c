@@ -21,6 +21,7 @@ int s3x_xfer_init(s3x_xfer *x, s3x_client *c, unsigned scope) {
 
 void s3x_xfer_destroy(s3x_xfer *x) {
     if (x->pool_ready) s3x_pool_release(&x->pool);
+    s3x_saved_error_free(&x->storm_err);
     s3x_saved_error_free(&x->err);
 }
 
@@ -53,6 +54,7 @@ void s3x_xfer_begin(s3x_xfer *x, s3x_result *res) {
     x->progress_at = x->t0;
     x->storm_since = 0;
     x->storm_throttled = 0;
+    s3x_saved_error_free(&x->storm_err);
     s3x_saved_error_free(&x->err);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -139,6 +141,22 @@ static void amend_error(const char *fmt, ...) {
     s3x_buf_free(&m);
 }
 
+static void amend_window_error(const s3x_xfer *x, double now) {
+    amend_error(" (throttled for %.1f s with no request succeeding, beyond the retry window of %lld ms; "
+                "%lld requests throttled in that time; raise the retry_timeout knob (--retry-timeout) to "
+                "wait longer)",
+                now - x->storm_since, (long long)x->params[S3X_PARAM_RETRY_TIMEOUT], (long long)x->storm_throttled);
+}
+
+int s3x_xfer_storm_expired(s3x_xfer *x, double now) {
+    int64_t window_ms = x->params[S3X_PARAM_RETRY_TIMEOUT];
+    if (x->storm_since <= 0 || window_ms <= 0 || !x->storm_err.code) return 0;
+    if (now < x->storm_since + (double)window_ms / 1000.0) return 0;
+    s3x_error_restore(&x->storm_err);
+    amend_window_error(x, now);
+    return 1;
+}
+
 int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_timeout, double *delay_s) {
     *delay_s = 0;
     s3x_result *res = x->res;
@@ -150,12 +168,15 @@ int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_tim
     if (!first_byte_timeout && r->curl_rc == CURLE_OK && r->status >= 200 && r->status < 300 && !r->read_failed &&
         !r->aborted_by_callback && !error_in_200) {
         s3x_budget_refund(&x->budget);
-        if (x->storm_since > 0) {
+        /* A request sent before the last throttling answer says nothing
+         * about the server now: it does not end the storm. */
+        if (x->storm_since > 0 && r->t_start >= x->storm_last) {
             res->throttled_seconds += now - x->storm_since;
             x->storm_since = 0;
             x->storm_throttled = 0;
+            s3x_saved_error_free(&x->storm_err);
         }
-        s3x_rl_on_success(rl, now);
+        s3x_rl_on_success(rl, now, r->t_start);
         return S3X_REQ_OK;
     }
     /* Throttling (SlowDown, 429, 503, 500, ...) is the server asking for fewer
@@ -184,6 +205,7 @@ int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_tim
     if (throttled) {
         s3x_rl_on_throttle(rl, now);
         if (x->storm_since <= 0) x->storm_since = now;
+        x->storm_last = now;
         x->storm_throttled++;
     }
     double window_end = x->storm_since + (double)window_ms / 1000.0;
@@ -191,11 +213,10 @@ int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_tim
         /* Inside the window throttling is retried whatever max_attempts says:
          * the window measures the storm (time since the transfer last had a
          * request succeed), not one request's attempts. */
+        s3x_saved_error_free(&x->storm_err);
+        s3x_error_save(&x->storm_err);
         if (now >= window_end) {
-            amend_error(" (throttled for %.1f s with no request succeeding, beyond the retry window of %lld ms; "
-                        "%lld requests throttled in that time; raise the retry_timeout knob (--retry-timeout) to "
-                        "wait longer)",
-                        now - x->storm_since, (long long)window_ms, (long long)x->storm_throttled);
+            amend_window_error(x, now);
             return S3X_REQ_FAIL;
         }
     } else if (attempt >= x->params[S3X_PARAM_MAX_ATTEMPTS]) {
@@ -224,12 +245,10 @@ int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_tim
     if (throttled) {
         res->retries_throttled++;
         if (adaptive) {
-            /* The shared rate paces retries; the request's own backoff is
-             * capped low so that a retry is never parked long after the
-             * storm has passed (its slot cannot be moved earlier). */
+            /* The shared rate paces every request at the scheduler's gate
+             * (s3x_rl_may_send); the request's own backoff is capped low so
+             * that a retry is never parked long after the storm has passed. */
             if (d > S3X_THROTTLE_ADAPTIVE_CAP_S) d = s3x_rng_uniform(&x->rng) * S3X_THROTTLE_ADAPTIVE_CAP_S;
-            if (r->retry_after_s >= 0 && r->retry_after_s > d) d = r->retry_after_s;
-            d = s3x_rl_reserve(rl, now + d) - now;
         }
         if (r->retry_after_s >= 0 && r->retry_after_s > d) d = r->retry_after_s;
         /* The last try lands at the window's end rather than past it. */

@@ -34,6 +34,8 @@ typedef struct s3x_xfer {
     double progress_at;        /* when it was reported */
     double storm_since;        /* first throttling answer since the last success; 0 = none */
     int64_t storm_throttled;   /* throttling answers since then */
+    double storm_last;         /* the last throttling answer */
+    s3x_saved_error storm_err; /* the last throttling answer's error */
     s3x_saved_error err;
 } s3x_xfer;
 
@@ -81,6 +83,11 @@ int s3x_xfer_perform(s3x_xfer *x, s3x_http_req *r);
  * have reached the server anyway (the connection broke after the request was
  * sent), so a non-idempotent request may have taken effect more than once. */
 int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied);
+
+/* The retry window ran out while the transfer waits to retry throttled
+ * requests (the rate's gate can hold a retry past it): 1 with the error set
+ * as a throttled answer past the window would set it, else 0. */
+int s3x_xfer_storm_expired(s3x_xfer *x, double now);
 
 /* First-byte timeout bookkeeping for a finished successful request. */
 void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r);
