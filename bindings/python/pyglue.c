@@ -116,6 +116,11 @@ PyObject *py_client_resolve(s3x_client *c) {
     return Py_BuildValue("(NN)", name_or_none(s3x_client_endpoint(c)), name_or_none(s3x_client_region(c)));
 }
 
+PyObject *py_client_credentials(s3x_client *c) {
+    return Py_BuildValue("(NLd)", name_or_none(s3x_client_credentials_source(c)),
+                         (long long)s3x_client_credentials_refreshes(c), s3x_client_credentials_expiry(c));
+}
+
 PyObject *py_param_info(int param) {
     int64_t lo = 0, hi = 0;
     if (s3x_param_bounds((s3x_param)param, &lo, &hi)) return py_raise_last();

@@ -24,6 +24,8 @@ PyObject *py_client_free(s3x_client *c);
 PyObject *py_client_set_string(s3x_client *c, int opt, const char *value);
 PyObject *py_client_set(s3x_client *c, int param, long long value);
 PyObject *py_client_get(s3x_client *c, int param);
+/* (credentials_source, refreshes, expiry or 0.0) of a resolved client: names, never keys. */
+PyObject *py_client_credentials(s3x_client *c);
 PyObject *py_client_resolve(s3x_client *c);
 PyObject *py_param_info(int param);
 PyObject *py_strerror(int code);

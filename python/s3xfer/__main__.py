@@ -381,7 +381,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                "once, and so does a second signal.")
     p.add_argument("--endpoint-url")
     p.add_argument("--region")
-    p.add_argument("--profile")
+    p.add_argument("--profile", help="profile of the shared config/credentials files, resolved through "
+                   "the whole credential chain (docs/credentials.md)")
     p.add_argument("--ca-bundle")
     p.add_argument("--no-verify-ssl", action="store_true")
     p.add_argument("--addressing-style", default="auto", choices=["auto", "path", "virtual"])

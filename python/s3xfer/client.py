@@ -46,7 +46,10 @@ class Client:
         endpoint_url: ``http://host:port`` or ``https://host``.
         region: signing region (default ``us-east-1``).
         access_key, secret_key, session_token: explicit credentials.
-        profile: a profile of the shared credentials file.
+        profile: a profile of the shared config/credentials files, resolved
+            through the whole provider chain (static keys, role_arn with
+            source_profile or credential_source, web identity,
+            credential_process): see docs/credentials.md.
         addressing_style: ``"auto"`` (path-style for IP/localhost endpoints),
             ``"path"`` or ``"virtual"``.
         verify: ``True`` (system CAs), ``False`` (no TLS verification) or the
@@ -90,6 +93,11 @@ class Client:
         # Resolve once now so configuration errors surface at construction.
         handle = self._new_handle()
         self.endpoint_url, self.region = _core.py_client_resolve(handle)
+        #: Which credential provider supplied the keys (botocore's names:
+        #: "explicit", "env", "assume-role", "assume-role-with-web-identity",
+        #: "shared-credentials-file", "custom-process", "config-file",
+        #: "container-role", "iam-role"); never the keys themselves.
+        self.credentials_source: str = _core.py_client_credentials(handle)[0]
         self._idle.append(handle)
 
     # -- handles ----------------------------------------------------------
@@ -144,7 +152,24 @@ class Client:
             pass
 
     def __repr__(self) -> str:
-        return f"s3xfer.Client(endpoint_url={self.endpoint_url!r}, region={self.region!r})"
+        return (f"s3xfer.Client(endpoint_url={self.endpoint_url!r}, region={self.region!r}, "
+                f"credentials_source={self.credentials_source!r})")
+
+    @property
+    def credentials_refreshes(self) -> int:
+        """How many times temporary credentials were refreshed before they
+        expired, summed over the native handles not in use right now."""
+        with self._lock:
+            return sum(_core.py_client_credentials(h)[1] for h in self._idle)
+
+    @property
+    def credentials_expiry(self) -> Optional[float]:
+        """When the current temporary credentials expire (seconds since the
+        epoch), or None for keys that do not expire."""
+        with self._lock:
+            exp = [_core.py_client_credentials(h)[2] for h in self._idle]
+        exp = [e for e in exp if e]
+        return min(exp) if exp else None
 
     def transfer_manager(self, config: Optional[TransferConfig] = None,
                          fail_fast: bool = False) -> "TransferManager":

@@ -296,6 +296,12 @@ static void clear_env(void) {
     const char *vars[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                           "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    /* Nothing here may reach for 169.254.x.x: the chain ends at instance
+     * metadata, so it is disabled, and no container endpoint is set. */
+    const char *more[] = {"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                          "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_ROLE_ARN"};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) unsetenv(more[i]);
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
 }
 
 /* Resolves a fresh client for profile (NULL: the default chain). */
@@ -332,18 +338,18 @@ static void test_client(void) {
     s3x_client *c = NULL;
     int rc = resolve(NULL, &c);
     if (CHECK(rc == 0, "resolves from the credentials file: %s", last_msg())) {
-        CHECK_STREQ(c->access_key, "AKID", "access key");
-        CHECK_STREQ(c->secret_key, "SECRET", "secret key (CRLF file)");
-        CHECK(c->session_token && strlen(c->session_token) == 10 * 1024, "the 10 KiB token is whole (%zu bytes)",
-              c->session_token ? strlen(c->session_token) : 0);
-        CHECK(c->session_token && !strcmp(c->session_token, token), "the token is byte for byte the file's");
+        CHECK_STREQ(c->creds->access_key, "AKID", "access key");
+        CHECK_STREQ(c->creds->secret_key, "SECRET", "secret key (CRLF file)");
+        CHECK(c->creds->session_token && strlen(c->creds->session_token) == 10 * 1024, "the 10 KiB token is whole (%zu bytes)",
+              c->creds->session_token ? strlen(c->creds->session_token) : 0);
+        CHECK(c->creds->session_token && !strcmp(c->creds->session_token, token), "the token is byte for byte the file's");
         CHECK_STREQ(s3x_client_region(c), "eu-west-3", "region from [default] of the config file");
     }
     s3x_client_free(c);
     rc = resolve("my profile", &c);
     if (CHECK(rc == 0, "a profile name with a space: %s", last_msg())) {
-        CHECK_STREQ(c->secret_key, "SK2", "its secret (last line without a newline)");
-        CHECK(c->session_token == NULL, "no token");
+        CHECK_STREQ(c->creds->secret_key, "SK2", "its secret (last line without a newline)");
+        CHECK(c->creds->session_token == NULL, "no token");
         CHECK_STREQ(s3x_client_region(c), "ap-south-1", "region from [profile \"my profile\"]");
     }
     s3x_client_free(c);
@@ -354,7 +360,7 @@ static void test_client(void) {
                        "aws_session_token=new\naws_security_token=old\n";
     write_file(creds, both, strlen(both));
     rc = resolve(NULL, &c);
-    CHECK(rc == 0 && c->session_token && !strcmp(c->session_token, "old"), "aws_security_token first");
+    CHECK(rc == 0 && c->creds->session_token && !strcmp(c->creds->session_token, "old"), "aws_security_token first");
     s3x_client_free(c);
 
     /* The key hidden after byte 4095 of a comment is not used: without it,
@@ -370,7 +376,7 @@ static void test_client(void) {
     s3x_buf_printf(&b, "aws_secret_access_key = REAL\n");
     write_file(creds, b.data, b.len);
     rc = resolve(NULL, &c);
-    CHECK(rc == 0 && !strcmp(c->secret_key, "REAL"), "the real key after the long comment: %s", last_msg());
+    CHECK(rc == 0 && !strcmp(c->creds->secret_key, "REAL"), "the real key after the long comment: %s", last_msg());
     s3x_client_free(c);
 
     /* An over-long line fails resolution, naming the file and the line. */
@@ -392,7 +398,7 @@ static void test_client(void) {
     setenv("AWS_ACCESS_KEY_ID", "ENVAK", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "ENVSK", 1);
     rc = resolve(NULL, &c);
-    CHECK(rc == 0 && !strcmp(c->access_key, "ENVAK"), "environment credentials first: %s", last_msg());
+    CHECK(rc == 0 && !strcmp(c->creds->access_key, "ENVAK"), "environment credentials first: %s", last_msg());
     s3x_client_free(c);
 
     /* A malformed config file fails resolution when the region is read from it. */

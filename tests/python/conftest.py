@@ -13,6 +13,13 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
+# The credential chain ends at instance metadata (169.254.169.254): no test
+# may reach for it, so it is off unless a test points it at a loopback fake.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+for _v in ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+           "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+    os.environ.pop(_v, None)
+
 
 def _start_local_server() -> dict:
     out = subprocess.run([str(ROOT / "scripts" / "local-s3"), "start"], check=True,

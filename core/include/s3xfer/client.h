@@ -25,10 +25,13 @@ typedef struct s3x_client s3x_client;
  *   REGION         AWS_REGION, AWS_DEFAULT_REGION, the profile's region in the
  *                  shared config file, then "us-east-1"
  *   ACCESS_KEY / SECRET_KEY / SESSION_TOKEN
- *                  when PROFILE is set: that profile of the shared credentials
- *                  file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials);
- *                  else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN;
- *                  else the AWS_PROFILE (or "default") profile of that file.
+ *                  botocore's credential chain (docs/credentials.md): the
+ *                  environment (skipped when PROFILE is set), the profile's
+ *                  role_arn (STS AssumeRole), web identity, the shared
+ *                  credentials file, credential_process, the config file, the
+ *                  container endpoint, instance metadata (IMDSv2). Temporary
+ *                  credentials are refreshed before they expire.
+ *   PROFILE        AWS_PROFILE, then "default"
  *   CA_BUNDLE      AWS_CA_BUNDLE, then the system store. */
 typedef enum s3x_client_opt {
     S3X_CLIENT_ENDPOINT_URL = 0,
@@ -68,6 +71,21 @@ S3X_API int s3x_client_resolve(s3x_client *client);
  * request); NULL before. Owned by the client. */
 S3X_API const char *s3x_client_endpoint(const s3x_client *client);
 S3X_API const char *s3x_client_region(const s3x_client *client);
+
+/* Which credential provider supplied the keys, by botocore's names:
+ * "explicit", "env", "assume-role", "assume-role-with-web-identity",
+ * "shared-credentials-file", "custom-process", "config-file",
+ * "container-role", "iam-role" (docs/credentials.md). NULL before the
+ * client is resolved. Never the keys. */
+S3X_API const char *s3x_client_credentials_source(const s3x_client *client);
+
+/* How many times temporary credentials were refreshed (before they
+ * expired) since the client was resolved. */
+S3X_API int64_t s3x_client_credentials_refreshes(const s3x_client *client);
+
+/* When the current credentials expire (seconds since the epoch, UTC), or 0
+ * when they do not (static keys) or the client is not resolved. */
+S3X_API double s3x_client_credentials_expiry(s3x_client *client);
 
 /* Frees memory returned by s3xfer (strings, buffers). Accepts NULL. */
 S3X_API void s3x_free(void *p);

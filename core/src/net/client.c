@@ -40,8 +40,10 @@ int s3x_client_new(s3x_client **out) {
     s3x_client *c = calloc(1, sizeof *c);
     if (!c) return s3x_seterr(S3X_ENOMEM, "out of memory creating a client");
     s3x_params_defaults(c->params);
+    pthread_mutex_init(&c->cred_mu, NULL);
     c->multi = curl_multi_init();
     if (!c->multi) {
+        pthread_mutex_destroy(&c->cred_mu);
         free(c);
         return s3x_seterr(S3X_ENOMEM, "curl_multi_init failed");
     }
@@ -50,12 +52,18 @@ int s3x_client_new(s3x_client **out) {
 }
 
 static void clear_resolved(s3x_client *c) {
-    char **fields[] = {&c->endpoint, &c->scheme, &c->hostport, &c->region, &c->access_key,
-                       &c->secret_key, &c->session_token, &c->ca_bundle};
+    char **fields[] = {&c->endpoint, &c->scheme, &c->hostport, &c->region, &c->ca_bundle};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         s3x_free_secret(*fields[i]);  /* wiped whatever it is: cheap, and keys are among them */
         *fields[i] = NULL;
     }
+    pthread_mutex_lock(&c->cred_mu);
+    s3x_creds *old = c->creds;
+    c->creds = NULL;
+    pthread_mutex_unlock(&c->cred_mu);
+    s3x_creds_unref(old);
+    s3x_cred_source_free(c->cred_src);
+    c->cred_src = NULL;
     c->resolved = 0;
     c->sign_date[0] = '\0';
     s3x_wipe(c->sign_key, sizeof c->sign_key);
@@ -86,6 +94,7 @@ void s3x_client_free(s3x_client *c) {
     clear_resolved(c);
     for (int i = 0; i < S3X_CLIENT_OPT__COUNT; i++) s3x_free_secret(c->opt[i]);
     s3x_wipe(c->sign_key, sizeof c->sign_key);
+    pthread_mutex_destroy(&c->cred_mu);
     free(c);
 }
 
@@ -200,38 +209,6 @@ static char *home_path(const char *env, const char *rel) {
     return s3x_buf_detach(&b);
 }
 
-/* A profile's keys from the shared credentials file (ini.c reads it as
- * botocore does): 1 when found, 0 when the file or the keys are absent, or a
- * negative code when the file is malformed (the message names file and line). */
-static int profile_credentials(s3x_client *c, const char *profile) {
-    char *path = home_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
-    if (!path) return 0;
-    s3x_ini *ini = NULL;
-    int rc = s3x_ini_load(path, "shared credentials file", S3X_ECREDENTIALS, &ini);
-    free(path);
-    if (rc) return rc;
-    const char *ak = s3x_ini_get(ini, profile, "aws_access_key_id");
-    const char *sk = s3x_ini_get(ini, profile, "aws_secret_access_key");
-    /* botocore takes the older name first when both are there. */
-    const char *tok = s3x_ini_get(ini, profile, "aws_security_token");
-    if (!tok) tok = s3x_ini_get(ini, profile, "aws_session_token");
-    if (ak && sk) {
-        c->access_key = xstrdup(ak);
-        c->secret_key = xstrdup(sk);
-        c->session_token = xstrdup(tok);
-        rc = 1;
-        if (!c->access_key || !c->secret_key || (tok && !c->session_token)) {
-            s3x_free_secret(c->access_key);
-            s3x_free_secret(c->secret_key);
-            s3x_free_secret(c->session_token);
-            c->access_key = c->secret_key = c->session_token = NULL;
-            rc = s3x_seterr(S3X_ENOMEM, "out of memory reading the shared credentials file");
-        }
-    }
-    s3x_ini_free(ini);
-    return rc;
-}
-
 /* A profile's setting from the shared config file ("[default]" or
  * "[profile NAME]"): 0 with *out a malloc'd value or NULL when absent, or a
  * negative code when the file is malformed. */
@@ -324,44 +301,27 @@ int s3x_client_resolve(s3x_client *c) {
                         (style == S3X_ADDRESSING_AUTO && is_ip_or_localhost(c->hostport, bare));
     }
 
-    /* credentials */
-    const char *ak = c->opt[S3X_CLIENT_ACCESS_KEY], *sk = c->opt[S3X_CLIENT_SECRET_KEY];
-    if (ak || sk) {
-        if (!ak || !sk) {
-            clear_resolved(c);
-            return s3x_seterr(S3X_ECREDENTIALS, "both an access key and a secret key must be given (only the %s was set)",
-                              ak ? "access key" : "secret key");
-        }
-        c->access_key = xstrdup(ak);
-        c->secret_key = xstrdup(sk);
-        c->session_token = xstrdup(c->opt[S3X_CLIENT_SESSION_TOKEN]);
-    } else if (explicit_profile) {
-        int found = profile_credentials(c, explicit_profile);
-        if (found <= 0) {
-            clear_resolved(c);
-            if (found < 0) return found;
-            return s3x_seterr(S3X_ECREDENTIALS, "profile '%s' has no aws_access_key_id/aws_secret_access_key in the shared credentials file",
-                              explicit_profile);
-        }
-    } else if (env_nonempty("AWS_ACCESS_KEY_ID") && env_nonempty("AWS_SECRET_ACCESS_KEY")) {
-        c->access_key = xstrdup(getenv("AWS_ACCESS_KEY_ID"));
-        c->secret_key = xstrdup(getenv("AWS_SECRET_ACCESS_KEY"));
-        c->session_token = xstrdup(env_nonempty("AWS_SESSION_TOKEN"));
-    } else {
-        int found = profile_credentials(c, profile);
-        if (found <= 0) {
-            clear_resolved(c);
-            if (found < 0) return found;
-            return s3x_seterr(S3X_ECREDENTIALS,
-                              "no credentials: set an access key and secret key, AWS_ACCESS_KEY_ID and "
-                              "AWS_SECRET_ACCESS_KEY, or a profile in the shared credentials file");
-        }
-    }
-    if (!c->access_key || !c->secret_key) goto oom;
-
     const char *ca = c->opt[S3X_CLIENT_CA_BUNDLE];
     if (!ca) ca = env_nonempty("AWS_CA_BUNDLE");
     if (ca && !(c->ca_bundle = xstrdup(ca))) goto oom;
+
+    /* credentials: the provider chain (creds.c), last, because STS calls
+     * use the region and the CA bundle resolved above */
+    s3x_cred_settings cs = {
+        .access_key = c->opt[S3X_CLIENT_ACCESS_KEY], .secret_key = c->opt[S3X_CLIENT_SECRET_KEY],
+        .session_token = c->opt[S3X_CLIENT_SESSION_TOKEN], .profile = explicit_profile, .region = c->region,
+        .ca_bundle = c->ca_bundle, .verify_tls = c->params[S3X_PARAM_VERIFY_TLS] != 0,
+    };
+    s3x_creds *cr = NULL;
+    if ((rc = s3x_cred_chain_resolve(&cs, &c->cred_src, &cr))) {
+        clear_resolved(c);
+        return rc;
+    }
+    pthread_mutex_lock(&c->cred_mu);
+    c->creds = cr;
+    pthread_mutex_unlock(&c->cred_mu);
+    c->cred_refreshes = 0;
+    c->cred_retry_at = 0;
     c->resolved = 1;
     return 0;
 oom:
@@ -371,6 +331,62 @@ oom:
 }
 
 int s3x_client_ensure(s3x_client *c) { return c->resolved ? 0 : s3x_client_resolve(c); }
+
+int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out) {
+    *out = NULL;
+    pthread_mutex_lock(&c->cred_mu);
+    s3x_creds *cur = s3x_creds_ref(c->creds);
+    pthread_mutex_unlock(&c->cred_mu);
+    if (!cur) return s3x_seterr(S3X_EINTERNAL, "credentials used before they were resolved");
+    if (cur->expiry) {
+        double now = s3x_wall_now(), advisory, mandatory, left = cur->expiry - now;
+        s3x_creds_windows(cur, &advisory, &mandatory);
+        /* After a failed advisory refresh the next try waits a second (a
+         * failing credential_process is not run for every request); inside
+         * the mandatory window every request tries. */
+        if (left <= mandatory || (left <= advisory && now >= c->cred_retry_at)) {
+            s3x_creds *fresh = NULL;
+            int rc = s3x_cred_source_fetch(c->cred_src, &fresh);
+            if (!rc) {
+                pthread_mutex_lock(&c->cred_mu);
+                s3x_creds *old = c->creds;
+                c->creds = s3x_creds_ref(fresh);
+                c->cred_refreshes++;
+                pthread_mutex_unlock(&c->cred_mu);
+                s3x_creds_unref(old);
+                s3x_creds_unref(cur);
+                cur = fresh;
+            } else if (left > mandatory) {
+                c->cred_retry_at = now + 1.0;
+            } else {
+                /* botocore: a failed advisory refresh keeps the old keys; a
+                 * failed mandatory one is an error. */
+                char why[512];
+                snprintf(why, sizeof why, "%s", s3x_error_last()->message);
+                s3x_creds_unref(cur);
+                return s3x_seterr(S3X_ECREDENTIALS, "credentials from %s %s and could not be refreshed: %s",
+                                  s3x_cred_source_name(c->cred_src), left > 0 ? "are about to expire" : "expired",
+                                  why);
+            }
+        }
+    }
+    *out = cur;
+    return 0;
+}
+
+const char *s3x_client_credentials_source(const s3x_client *c) {
+    return c && c->resolved ? s3x_cred_source_name(c->cred_src) : NULL;
+}
+
+int64_t s3x_client_credentials_refreshes(const s3x_client *c) { return c ? c->cred_refreshes : 0; }
+
+double s3x_client_credentials_expiry(s3x_client *c) {
+    if (!c || !c->resolved) return 0;
+    pthread_mutex_lock(&c->cred_mu);
+    double e = c->creds ? c->creds->expiry : 0;
+    pthread_mutex_unlock(&c->cred_mu);
+    return e;
+}
 
 void s3x_object_info_clear(s3x_object_info *info) {
     if (!info) return;

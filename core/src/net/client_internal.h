@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 #include "buf.h"
 #include "chunked.h"
+#include "creds.h"
+#include <pthread.h>
 #include "ratelimit.h"
 #include "sigv4.h"
 #include "s3xfer/s3xfer.h"
@@ -20,8 +22,16 @@ struct s3x_client {
     char *scheme;       /* "http" or "https" */
     char *hostport;     /* host[:port] as sent in the Host header */
     char *region;
-    char *access_key, *secret_key, *session_token;
     char *ca_bundle;
+
+    /* Credentials: the current snapshot and the provider that refreshes it.
+     * cred_mu guards the pointer swap; a request signs with a reference of
+     * its own (s3x_client_creds_acquire), never with fields read twice. */
+    pthread_mutex_t cred_mu;
+    s3x_creds *creds;
+    s3x_cred_source *cred_src;
+    int64_t cred_refreshes;
+    double cred_retry_at;   /* wall time before which a failed advisory refresh is not retried */
     int path_style;
 
     CURLM *multi;
@@ -110,6 +120,13 @@ double s3x_now(void);
 
 /* Resolves settings if not done yet. */
 int s3x_client_ensure(s3x_client *c);
+
+/* A reference to credentials fit to sign with now: when the current ones
+ * are inside their advisory refresh window they are refreshed first (a
+ * failure there keeps them), inside the mandatory window a failed refresh
+ * is an error (S3X_ECREDENTIALS naming the provider), so a request is never
+ * signed with expired keys. Release with s3x_creds_unref. */
+int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out);
 
 /* Builds the URL, signs, configures the easy handle. */
 int s3x_http_prepare(s3x_client *c, s3x_http_req *r);

@@ -303,6 +303,9 @@ static int slist_add(s3x_http_req *r, s3x_buf *line, const char *key, const char
  * trip) nor default Accept. The Authorization line is wiped after use. */
 static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const char *path,
                         const char *payload_hash, int64_t decoded) {
+    s3x_creds *cr = NULL;
+    int crc = s3x_client_creds_acquire(c, &cr);
+    if (crc) return crc;
     char date[17];
     amz_now(date);
     s3x_kv hdrs[S3X_MAX_HEADERS + 7];
@@ -310,7 +313,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     hdrs[nh++] = (s3x_kv){"host", host};
     hdrs[nh++] = (s3x_kv){"x-amz-date", date};
     hdrs[nh++] = (s3x_kv){"x-amz-content-sha256", payload_hash};
-    if (c->session_token) hdrs[nh++] = (s3x_kv){"x-amz-security-token", c->session_token};
+    if (cr->session_token) hdrs[nh++] = (s3x_kv){"x-amz-security-token", cr->session_token};
     char decoded_len[24];
     if (r->trailer_kind) {
         snprintf(decoded_len, sizeof decoded_len, "%" PRId64, decoded);
@@ -321,7 +324,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     for (size_t i = 0; i < r->nheaders; i++) hdrs[nh++] = r->headers[i];
 
     s3x_sigv4_input in = {
-        .access_key = c->access_key, .secret_key = c->secret_key, .region = c->region,
+        .access_key = cr->access_key, .secret_key = cr->secret_key, .region = c->region,
         .service = "s3", .amz_date = date, .method = r->method, .encoded_path = path,
         .query = r->query, .nquery = r->nquery, .headers = hdrs, .nheaders = nh,
         .payload_hash = payload_hash,
@@ -331,6 +334,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     int rc = s3x_sigv4_sign(&in, &out);
     if (rc) {
         s3x_sigv4_output_free(&out);
+        s3x_creds_unref(cr);
         return rc;
     }
     curl_slist_free_all(r->slist);
@@ -345,6 +349,7 @@ static int sign_headers(s3x_client *c, s3x_http_req *r, const char *host, const 
     if (!rc) rc = slist_add(r, &line, "Accept:", NULL);
     s3x_buf_free(&line);
     s3x_sigv4_output_free(&out);
+    s3x_creds_unref(cr); /* after the slist holds copies of the token */
     if (rc) return s3x_seterr(S3X_ENOMEM, "out of memory building request headers");
     return 0;
 }

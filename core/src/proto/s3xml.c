@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -776,5 +777,51 @@ nomem:
     rc = s3x_seterr(S3X_ENOMEM, "out of memory building the CreateBucketConfiguration body");
 fail:
     s3x_buf_free(&b);
+    return rc;
+}
+
+/* ---- STS AssumeRole* ---- */
+
+void s3x_xml_sts_free(s3x_xml_sts *s) {
+    if (!s) return;
+    s3x_free_secret(s->access_key);
+    s3x_free_secret(s->secret_key);
+    s3x_free_secret(s->session_token);
+    free(s->expiration);
+    free(s->error_code);
+    free(s->error_message);
+    memset(s, 0, sizeof *s);
+}
+
+int s3x_xml_parse_sts(const char *xml, size_t len, const char *action, s3x_xml_sts *out) {
+    char what[96], result[96];
+    snprintf(what, sizeof what, "%sResponse", action);
+    snprintf(result, sizeof result, "%sResult", action);
+    xmlDocPtr doc;
+    int rc = parse_doc(xml, len, what, 0, &doc);
+    if (rc) return rc;
+    const xmlNode *root = xmlDocGetRootElement(doc);
+    if (name_is(root, "ErrorResponse")) {
+        const xmlNode *err = child_el(root, "Error");
+        if (!err) rc = missing("Error", NULL, "STS ErrorResponse");
+        if (!rc) rc = get_text_or_empty(err, "Code", &out->error_code);
+        if (!rc) rc = get_text_or_empty(err, "Message", &out->error_message);
+    } else if (!name_is(root, what)) {
+        rc = s3x_seterr(S3X_EXML, "unexpected root element <%.64s> in %s response", (const char *)root->name, what);
+    } else {
+        const xmlNode *res = child_el(root, result);
+        const xmlNode *cr = res ? child_el(res, "Credentials") : NULL;
+        static const char *const names[] = {"AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration"};
+        char **fields[] = {&out->access_key, &out->secret_key, &out->session_token, &out->expiration};
+        if (!res) rc = missing(result, NULL, what);
+        else if (!cr) rc = missing("Credentials", result, what);
+        for (size_t i = 0; !rc && i < 4; i++) {
+            rc = get_text(cr, names[i], fields[i]);
+            if (rc == ABSENT) rc = missing(names[i], "Credentials", what);
+            else if (!rc && !*fields[i]) rc = s3x_seterr(S3X_EXML, "empty <%s> in %s response", names[i], what);
+        }
+    }
+    if (rc) s3x_xml_sts_free(out);
+    xmlFreeDoc(doc);
     return rc;
 }

@@ -96,6 +96,19 @@ int s3x_xml_build_complete(const s3x_complete_part *parts, size_t nparts,
  * is escaped or refused as ETags are above. */
 int s3x_xml_build_create_bucket(const char *region, char **out, size_t *out_len);
 
+/* STS answers (AssumeRole, AssumeRoleWithWebIdentity): either
+ * <{action}Response><{action}Result><Credentials> with AccessKeyId,
+ * SecretAccessKey, SessionToken and Expiration (all required, non-empty), or
+ * <ErrorResponse><Error><Code/><Message/></Error>, which fills error_code and
+ * error_message instead (and returns 0). The credentials are secrets: release
+ * with s3x_xml_sts_free, which wipes them. */
+typedef struct s3x_xml_sts {
+    char *access_key, *secret_key, *session_token, *expiration;
+    char *error_code, *error_message;
+} s3x_xml_sts;
+int s3x_xml_parse_sts(const char *xml, size_t len, const char *action, s3x_xml_sts *out);
+void s3x_xml_sts_free(s3x_xml_sts *s);
+
 /* Call once per process before threads start using the parser (idempotent). */
 void s3x_xml_init(void);
 
