@@ -631,6 +631,12 @@ int main(int argc, char **argv) {
         if (v < 0) rc = cli_usage_error("--addressing-style must be auto, path or virtual");
         else if (s3x_client_set(c, S3X_PARAM_ADDRESSING_STYLE, v)) rc = cli_fail("--addressing-style");
     }
+    /* The retry knobs govern every request, so the client's own (ls, rm, mb,
+     * rb, and the HEADs and listings around a copy) take them too. */
+    static const s3x_param client_retry[] = {S3X_PARAM_MAX_ATTEMPTS, S3X_PARAM_RETRY_TIMEOUT, S3X_PARAM_RETRY_MODE};
+    for (size_t i = 0; !rc && i < sizeof client_retry / sizeof client_retry[0]; i++)
+        if (k.set[client_retry[i]] && s3x_client_set(c, client_retry[i], k.v[client_retry[i]]))
+            rc = knob_refused(&k, client_retry[i]);
     if (!rc) {
         if (!strcmp(cmd, "cp")) rc = cmd_cp(c, cargc, cargv, &k, quiet);
         else if (!strcmp(cmd, "ls")) rc = cli_cmd_ls(c, cargc, cargv);

@@ -11,9 +11,11 @@ requests the proxy answered inside the storm.
                                  [--out results.json]
 
 Clients: s3xfer (adaptive, its default), s3xfer-standard, boto3 (standard
-retry mode, boto3's documented recommendation), boto3-adaptive, awscrt and
-obstore when those packages are installed (a cell says "not installed"
-otherwise). Run with the local server's variables in the environment
+retry mode, boto3's documented recommendation), boto3-adaptive, awscrt
+(S3Client, its default retry strategy) and obstore (put with its multipart
+writer; downloads as one get_range per part, `concurrency` at a time)
+when those packages are installed (a cell says "not installed" otherwise;
+`benchmarks/.venv` gets them with `pip install awscrt obstore`). Run with the local server's variables in the environment
 (scripts/with-local-s3) and the built module on PYTHONPATH.
 """
 
@@ -79,6 +81,56 @@ def boto3_mover(mode):
     return move
 
 
+def awscrt_mover():
+    from urllib.parse import urlparse
+    from awscrt import auth, http, io, s3
+
+    def move(url, E, direction, bucket, key, path, part, conc):
+        u = urlparse(url)
+        elg = io.EventLoopGroup()
+        bootstrap = io.ClientBootstrap(elg, io.DefaultHostResolver(elg))
+        provider = auth.AwsCredentialsProvider.new_static(E["key"], E["secret"])
+        signing = s3.create_default_s3_signing_config(region=E["region"], credential_provider=provider)
+        client = s3.S3Client(bootstrap=bootstrap, region=E["region"], signing_config=signing,
+                             tls_mode=s3.S3RequestTlsMode.DISABLED, part_size=part,
+                             multipart_upload_threshold=part, max_active_connections_override=conc)
+        headers = http.HttpHeaders([("Host", u.netloc)])
+        kw = {}
+        if direction == "up":
+            headers.add("Content-Length", str(os.path.getsize(path)))
+            req, rtype = http.HttpRequest("PUT", f"/{bucket}/{key}", headers), s3.S3RequestType.PUT_OBJECT
+            kw["send_filepath"] = path
+        else:
+            req, rtype = http.HttpRequest("GET", f"/{bucket}/{key}", headers), s3.S3RequestType.GET_OBJECT
+            kw["recv_filepath"] = path + ".out"
+        client.make_request(type=rtype, request=req, **kw).finished_future.result()
+    return move
+
+
+def obstore_mover():
+    import obstore
+    from obstore.store import S3Store
+
+    def move(url, E, direction, bucket, key, path, part, conc):
+        store = S3Store(bucket, endpoint=url, region=E["region"], access_key_id=E["key"],
+                        secret_access_key=E["secret"], client_options={"allow_http": True},
+                        virtual_hosted_style_request=False)
+        if direction == "up":
+            with open(path, "rb") as f:
+                obstore.put(store, key, f, chunk_size=part, max_concurrency=conc)
+        else:
+            # One get_range per part, `conc` at once (get_ranges would
+            # coalesce adjacent ranges into one request).
+            import concurrent.futures
+            size = os.path.getsize(path)
+            with open(path + ".out", "wb") as f, concurrent.futures.ThreadPoolExecutor(conc) as ex:
+                def one(off):
+                    b = obstore.get_range(store, key, start=off, end=min(off + part, size))
+                    os.pwrite(f.fileno(), bytes(b), off)
+                list(ex.map(one, range(0, size, part)))
+    return move
+
+
 def available(name):
     try:
         __import__(name)
@@ -101,6 +153,10 @@ def main() -> int:
     size, part = parse_size(a.size), parse_size(a.part_size)
     movers = {"s3xfer": lambda: s3xfer_mover("adaptive"), "s3xfer-standard": lambda: s3xfer_mover("standard"),
               "boto3": lambda: boto3_mover("standard"), "boto3-adaptive": lambda: boto3_mover("adaptive")}
+    if available("awscrt"):
+        movers["awscrt"] = awscrt_mover
+    if available("obstore"):
+        movers["obstore"] = obstore_mover
     import boto3
     direct = boto3.client("s3", endpoint_url=E["endpoint"], region_name=E["region"], aws_access_key_id=E["key"],
                           aws_secret_access_key=E["secret"])

@@ -57,6 +57,16 @@ class Client:
         payload_signing: ``"auto"`` (bodies that carry a checksum header go
             UNSIGNED-PAYLOAD, others are hashed into the signature),
             ``"signed"`` or ``"unsigned"``.
+        max_attempts: attempts of each single operation (``put_object``,
+            ``get_object``, ``head_object``, listing, deletes, multipart calls),
+            1 .. 100 (default 5). A throttling answer (503 SlowDown, 429, 500),
+            another retryable status or a broken connection is retried with
+            jittered backoff, honouring Retry-After; 403, 404 and the like are not.
+        retry_timeout: ms (default 120000) a single operation keeps retrying
+            throttling answers whatever ``max_attempts`` says; 0 = throttling is
+            retried ``max_attempts`` times like other errors.
+        Transfers (``upload_file``, ...) take these knobs from their
+        :class:`TransferConfig` instead.
 
     A Client may be shared by threads: each call borrows a native handle of its
     own (created on demand and kept for reuse), so calls from different threads
@@ -67,7 +77,8 @@ class Client:
                  access_key: Optional[str] = None, secret_key: Optional[str] = None,
                  session_token: Optional[str] = None, profile: Optional[str] = None,
                  addressing_style: str = "auto", verify: Union[bool, str] = True,
-                 payload_signing: str = "auto"):
+                 payload_signing: str = "auto", max_attempts: Optional[int] = None,
+                 retry_timeout: Optional[int] = None):
         if addressing_style not in _ADDRESSING:
             raise InvalidConfigError(
                 f"addressing_style must be one of {sorted(_ADDRESSING)}, got {addressing_style!r}",
@@ -87,6 +98,11 @@ class Client:
         self._params = {_core.S3X_PARAM_ADDRESSING_STYLE: _ADDRESSING[addressing_style],
                         _core.S3X_PARAM_VERIFY_TLS: 1 if verify else 0,
                         _core.S3X_PARAM_PAYLOAD_SIGNING: _SIGNING[payload_signing]}
+        # Bounds are checked by the C setter (the message names the knob).
+        if max_attempts is not None:
+            self._params[_core.S3X_PARAM_MAX_ATTEMPTS] = max_attempts
+        if retry_timeout is not None:
+            self._params[_core.S3X_PARAM_RETRY_TIMEOUT] = retry_timeout
         self._lock = threading.Lock()
         self._idle: List[Any] = []
         self._closed = False

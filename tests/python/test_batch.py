@@ -303,10 +303,12 @@ def test_batch_through_faults_is_byte_exact(s3env, proxy, client, bucket, tmp_pa
                        secret_key=s3env["secret_key"])
     sizes = [0, 1000, 300_000, 6 * MiB, 11 * MiB + 3, 17 * MiB] * 3
     srcs = make_files(tmp_path, sizes, seed=5)
+    # The slow-part timeout (2.5 s) sits well above what a loaded machine
+    # gives a healthy part, and below the 5 s the proxy holds a slow one.
     cfg = TransferConfig(part_size=5 * MiB, multipart_threshold=5 * MiB, concurrency=6, max_attempts=10,
-                         memory_limit=20 * MiB, buffer_strategy="buffered", slow_part_timeout=800)
+                         memory_limit=20 * MiB, buffer_strategy="buffered", slow_part_timeout=2500)
     rules = ["slowdown_503:p=0.1", "reset_request:kind=upload_part,after=64K,p=0.05",
-             "reset_response:kind=ranged_get,after=64K,p=0.05", "delay_first_byte:p=0.03,delay=2"]
+             "reset_response:kind=ranged_get,after=64K,p=0.05", "delay_first_byte:p=0.03,delay=5"]
     proxy.set_rules(rules)
     try:
         with pc.transfer_manager(cfg) as tm:

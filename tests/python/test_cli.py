@@ -158,3 +158,27 @@ def test_cp_checksum_location(cli, boto, bucket, tmp_path):
     p = run(cli, "cp", str(src), f"s3://{bucket}/x", "--checksum-location", "footer", check=False)
     assert p.returncode == 2 and b"--checksum-location" in p.stderr
     assert "md5" not in [o["Key"] for o in boto.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def test_single_requests_retry_with_the_retry_options(cli, s3env, boto, bucket):
+    """ls, rm, mb and rb retry like cp does (503 SlowDown here), and
+    --max-attempts / --retry-timeout govern them too."""
+    from faultproxy import FaultProxy
+    boto.put_object(Bucket=bucket, Key="k", Body=b"x")
+    with FaultProxy.from_url(s3env["endpoint_url"]) as p:
+        env = dict(os.environ, AWS_ENDPOINT_URL=p.url, AWS_ACCESS_KEY_ID=s3env["access_key"],
+                   AWS_SECRET_ACCESS_KEY=s3env["secret_key"])
+        p.set_rules(["slowdown_503:kind=list,times=2"])
+        out = run(cli, "ls", f"s3://{bucket}", env=env).stdout.decode()
+        assert " k\n" in out
+        assert p.stats()["by_kind"]["list"] == 3
+        p.set_rules(["slowdown_503:kind=list"])
+        p.reset_stats()
+        r = run(cli, "--max-attempts", "2", "--retry-timeout", "0", "ls", f"s3://{bucket}", env=env, check=False)
+        assert r.returncode == 1 and "gave up after 2 attempts" in r.stderr.decode(), r.stderr
+        assert p.stats()["by_kind"]["list"] == 2
+        p.set_rules(["slowdown_503:kind=delete,times=1"])
+        p.reset_stats()
+        run(cli, "rm", f"s3://{bucket}/k", env=env)
+        assert p.stats()["by_kind"]["delete"] == 2
+    assert boto.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0

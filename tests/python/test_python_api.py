@@ -161,14 +161,20 @@ def test_exceptions_carry_details_and_pickle(client, bucket):
 
 
 def test_import_is_quiet_and_fast():
+    # What keeps the import quick is what it does not load: heavy modules
+    # (the transfer manager's concurrent.futures, asyncio) come on first use.
+    # The time bound is loose: on a loaded 2-core machine a 40 ms import
+    # takes 150 ms now and then.
     code = ("import time; t = time.perf_counter(); import s3xfer; "
-            "import sys; sys.stderr.write(str(time.perf_counter() - t))")
+            "import sys; sys.stderr.write(str(time.perf_counter() - t)); "
+            "print(' '.join(m for m in ('concurrent.futures', 'asyncio', 'boto3') if m in sys.modules))")
     times = []
     for _ in range(3):
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-        assert p.returncode == 0 and p.stdout == ""
+        assert p.returncode == 0 and p.stdout.strip() == "", p.stdout
         times.append(float(p.stderr))
-    assert min(times) < 0.1, times
+    assert min(times) < 0.5, times
+    assert hasattr(s3xfer, "TransferManager") and s3xfer.TransferFuture.__name__ == "TransferFuture"
 
 
 def test_help_is_useful():

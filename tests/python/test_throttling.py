@@ -80,7 +80,7 @@ def put_direct(boto, bucket, data, key="storm"):
     boto.put_object(Bucket=bucket, Key=key, Body=data)
 
 
-@pytest.mark.parametrize("seconds,concurrency", [(2, 8), (10, 8), (10, 32)])
+@pytest.mark.parametrize("seconds,concurrency", [(2, 8), (10, 8), (10, 32), (30, 32)])
 def test_storm_upload_survives(pclient, client, boto, bucket, proxy, data, seconds, concurrency):
     cfg = TransferConfig(part_size=PART, concurrency=concurrency)
     r, wall = run_upload(pclient, proxy, bucket, data, cfg, storm_rules(seconds))
@@ -97,10 +97,10 @@ def test_storm_upload_survives(pclient, client, boto, bucket, proxy, data, secon
     assert client.list_multipart_uploads(bucket) == []
 
 
-@pytest.mark.parametrize("seconds", [2, 10])
-def test_storm_download_survives(pclient, boto, bucket, proxy, data, tmp_path, seconds):
+@pytest.mark.parametrize("seconds,concurrency", [(2, 8), (10, 8), (30, 32)])
+def test_storm_download_survives(pclient, boto, bucket, proxy, data, tmp_path, seconds, concurrency):
     put_direct(boto, bucket, data)
-    cfg = TransferConfig(part_size=PART, concurrency=8)
+    cfg = TransferConfig(part_size=PART, concurrency=concurrency)
     proxy.set_rules(storm_rules(seconds))
     proxy.reset_stats()
     out = tmp_path / "out"
@@ -109,7 +109,7 @@ def test_storm_download_survives(pclient, boto, bucket, proxy, data, tmp_path, s
     wall = time.monotonic() - t
     n = storm_count(proxy)
     assert n >= 1 and r.retries_throttled >= 1
-    assert n <= storm_bound(8, seconds), (n, r)
+    assert n <= storm_bound(concurrency, seconds), (n, r)
     assert wall < 0.3 + seconds + 1 / RATE_FLOOR + 5, (wall, r)
     assert sha(out.read_bytes()) == sha(data)
 

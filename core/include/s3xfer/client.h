@@ -57,7 +57,9 @@ S3X_API void s3x_client_free(s3x_client *client);
 S3X_API int s3x_client_set_string(s3x_client *client, s3x_client_opt opt, const char *value);
 
 /* Sets a client knob (S3X_PARAM_ADDRESSING_STYLE, VERIFY_TLS,
- * CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, PAYLOAD_SIGNING, MAX_CONNECTIONS).
+ * CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, PAYLOAD_SIGNING, MAX_CONNECTIONS,
+ * and for the single operations' retries MAX_ATTEMPTS, RETRY_TIMEOUT,
+ * RETRY_MODE).
  * Errors: S3X_EINVAL naming the knob when it is out of range or not a client knob. */
 S3X_API int s3x_client_set(s3x_client *client, s3x_param param, int64_t value);
 S3X_API int s3x_client_get(const s3x_client *client, s3x_param param, int64_t *value);
@@ -95,6 +97,38 @@ S3X_API void s3x_free(void *p);
  * negative code and s3x_error_last() carries the HTTP status, the S3 error
  * code (e.g. "NoSuchKey", "SignatureDoesNotMatch"), the message and the
  * request id. Bucket names and keys are UTF-8; keys may hold any character.
+ *
+ * Retries: every single operation retries as transfers do, with the same
+ * policy (docs/reliability.md), on this client's knobs:
+ *   - retried: throttling answers (503 SlowDown, 429, 500 InternalError and
+ *     the other throttling or transient S3 error codes), 502/504, 400
+ *     RequestTimeout, a reset or broken connection, a timeout;
+ *   - not retried: answers a retry cannot change (403, 404, 409, 412, 416,
+ *     other 4xx), TLS verification failures;
+ *   - S3X_PARAM_MAX_ATTEMPTS (default 5) attempts per operation; throttling
+ *     is retried for as long as S3X_PARAM_RETRY_TIMEOUT allows (default
+ *     120000 ms with no attempt succeeding) whatever MAX_ATTEMPTS says;
+ *   - waits between attempts: capped exponential backoff with full jitter,
+ *     at least the server's Retry-After (up to 60 s); in RETRY_MODE ADAPTIVE
+ *     (the default) a throttled retry's own backoff is capped at 2 s and costs
+ *     nothing from the budget, and its answer lowers the request rate the
+ *     client's transfers share (a single operation is not itself held at
+ *     that rate's gate). A client-wide retry budget stops retrying a server that
+ *     keeps failing. A call can therefore block for up to RETRY_TIMEOUT (plus
+ *     REQUEST_TIMEOUT_MS per attempt) against a throttling server: set
+ *     RETRY_TIMEOUT 0 and MAX_ATTEMPTS 1 for a single attempt.
+ *   - replays: a body pulled from a read_fn is not re-sent once read_fn has
+ *     given bytes, nor a GetObject repeated once write_fn has received bytes
+ *     (they cannot be taken back): that failure is returned with "(not
+ *     retried: ...)" in its message. CreateBucket, DeleteBucket and
+ *     AbortMultipartUpload whose retry finds its work already done after a
+ *     broken connection (BucketAlreadyOwnedByYou, NoSuchBucket, NoSuchUpload)
+ *     succeed; CompleteMultipartUpload in that case fails with NoSuchUpload
+ *     and says the earlier attempt may have completed the object.
+ *     CreateMultipartUpload is retried even after a broken connection: an
+ *     upload the lost answer created is left behind either way (see
+ *     s3x_list_multipart_uploads to abort it).
+ * The error of the last attempt is the one returned.
  * ------------------------------------------------------------------- */
 
 /* Metadata of an object (HeadObject, and what GetObject saw). Release with

@@ -35,7 +35,8 @@ typedef enum s3x_param {
     S3X_PARAM_MEMORY_LIMIT,         /* bytes of part buffers the manager may hold; 0 = no limit (default) */
     S3X_PARAM_CHECKSUM,             /* s3x_checksum (upload); default CRC32C */
     S3X_PARAM_LEAVE_PARTS_ON_ERROR, /* 0 or 1 (upload); default 0: a failed upload is aborted */
-    S3X_PARAM_MAX_ATTEMPTS,         /* attempts per request, 1 .. 100 (default 5) */
+    S3X_PARAM_MAX_ATTEMPTS,         /* attempts per request, 1 .. 100 (default 5). Also a client knob: the
+                                       attempts of each single operation (s3x_put_object, ...) */
     S3X_PARAM_SLOW_PART_TIMEOUT,    /* S3X_SLOW_PART_OFF (0), S3X_SLOW_PART_DYNAMIC (-1), or a fixed timeout in ms */
     S3X_PARAM_VALIDATE_CHECKSUM,    /* 0 or 1 (download); default 1 */
     S3X_PARAM_SIZE_HINT,            /* bytes expected from a stream of unknown length; 0 = unknown (default) */
@@ -46,8 +47,9 @@ typedef enum s3x_param {
     S3X_PARAM_RETRY_TIMEOUT,        /* ms, 0 .. 86400000 (default 120000): how long a transfer keeps retrying
                                        throttling answers (503 SlowDown, 429, 500, ...) with no request
                                        succeeding, whatever MAX_ATTEMPTS says; 0 = throttling is retried
-                                       MAX_ATTEMPTS times like any other error. See docs/reliability.md */
-    S3X_PARAM_RETRY_MODE,           /* s3x_retry_mode; default ADAPTIVE */
+                                       MAX_ATTEMPTS times like any other error. Also a client knob: the
+                                       window of each single operation. See docs/reliability.md */
+    S3X_PARAM_RETRY_MODE,           /* s3x_retry_mode; default ADAPTIVE. Also a client knob (single operations) */
     S3X_PARAM_FAIL_FAST,            /* 0 or 1 (batch); default 0: a failed transfer does not stop the others;
                                        1: the first failure cancels every transfer not yet finished */
     S3X_PARAM_DURABLE,              /* 0 or 1 (download to a file); default 1: the file is on disk (fsync)

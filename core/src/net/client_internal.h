@@ -10,6 +10,7 @@
 #include "creds.h"
 #include <pthread.h>
 #include "ratelimit.h"
+#include "retrypolicy.h"
 #include "sigv4.h"
 #include "s3xfer/s3xfer.h"
 
@@ -44,6 +45,8 @@ struct s3x_client {
     unsigned char sign_key[32];
 
     s3x_ratelimit rate;   /* adaptive request rate, shared by every transfer on this client */
+    s3x_retry_state retry;  /* the single operations' jitter and retry budget (ops.c) */
+    int retry_ready;        /* retry is seeded */
 };
 
 #define S3X_MAX_QUERY 8

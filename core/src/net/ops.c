@@ -1,7 +1,13 @@
-/* The single S3 operations of the public API. */
+/* The single S3 operations of the public API. Each builds its request with
+ * requests.h and runs it through the retry policy every request shares
+ * (retrypolicy.h), with the client's MAX_ATTEMPTS, RETRY_TIMEOUT and
+ * RETRY_MODE knobs. */
 #include "client_internal.h"
 #include "error.h"
+#include "params_internal.h"
 #include "range.h"
+#include "requests.h"
+#include "retrypolicy.h"
 #include "s3xml.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,19 +36,117 @@ static int check_key(const char *key) {
     return 0;
 }
 
-static void init_req(s3x_http_req *r, const char *op, const char *method, const char *bucket,
-                     const char *key) {
-    memset(r, 0, sizeof *r);
-    r->op = op;
-    r->method = method;
-    r->bucket = bucket;
-    r->key = key;
-    r->content_length = -1;
+/* ---- running with retries ------------------------------------------------- */
+
+typedef struct one_state {
+    int done;
+} one_state;
+
+static void one_done(s3x_http_req *r, void *p) {
+    (void)r;
+    ((one_state *)p)->done = 1;
 }
 
-static int run(s3x_client *c, s3x_http_req *r) {
-    int rc = s3x_http_perform(c, r);
+/* One attempt to its outcome (status, curl error) without judging it. A
+ * non-zero return is a failure to run the request at all (settings,
+ * signing, the multi handle), which no retry mends. */
+static int attempt_once(s3x_client *c, s3x_http_req *r) {
+    int rc = s3x_http_prepare(c, r);
+    if (rc) return rc;
+    one_state st = {0};
+    r->on_done = one_done;
+    r->done_payload = &st;
+    rc = s3x_http_start(c, r);
+    while (!rc && !st.done) {
+        int n = s3x_http_poll(c, 1000);
+        if (n < 0) rc = n;
+    }
+    r->on_done = NULL;
+    r->done_payload = NULL;
+    if (rc) s3x_http_abort(c, r);
     return rc;
+}
+
+/* A request whose body comes from a read callback, or whose response goes to
+ * a write callback, can be sent again only while the callback has not been
+ * used: bytes read from a stream cannot be read again, bytes handed to the
+ * caller's sink cannot be taken back. Returns 1 when an attempt can be
+ * replayed, else 0 with *why set. */
+static int replayable(const s3x_http_req *r, const char **why) {
+    if (r->read_fn && r->bytes_out > 0) {
+        *why = "part of the body was already read from the stream";
+        return 0;
+    }
+    if (r->write_fn && r->status >= 200 && r->status < 300 && r->bytes_in > 0) {
+        *why = "part of the object was already written to the sink";
+        return 0;
+    }
+    return 1;
+}
+
+/* Runs r with the client's retry policy: a throttling answer (503 SlowDown,
+ * 429, 500, ...), another retryable status or a broken connection is tried
+ * again after a jittered backoff (or Retry-After), up to MAX_ATTEMPTS, with
+ * throttling retried for as long as the RETRY_TIMEOUT window allows; 403,
+ * 404 and other answers that a retry cannot change fail at once. r is reset
+ * (its description kept) between attempts; the caller resets it at the end.
+ * *maybe_applied (may be NULL) is set to 1 when an attempt failed after the
+ * request may have reached the server (the connection broke once it was
+ * sent), for the operations where that matters. Returns 0 or the error of
+ * the last attempt (thread error set). */
+static int attempts(s3x_client *c, s3x_http_req *r, int *maybe_applied);
+
+static int run_ex(s3x_client *c, s3x_http_req *r, int *maybe_applied) {
+    int rc = attempts(c, r, maybe_applied);
+    /* The operation's storm ends with it (and its saved error is freed). */
+    s3x_retry_storm_end(&c->retry, NULL);
+    return rc;
+}
+
+static int attempts(s3x_client *c, s3x_http_req *r, int *maybe_applied) {
+    if (maybe_applied) *maybe_applied = 0;
+    if (!c->retry_ready) {
+        s3x_retry_state_init(&c->retry, (uintptr_t)c);
+        c->retry_ready = 1;
+    }
+    /* Each operation has a throttling window of its own; the jitter and the
+     * retry budget are the client's, so a failing server is not hammered by
+     * one call after another. */
+    s3x_retry_storm_end(&c->retry, NULL);
+    s3x_retry_rules rules = {c->params[S3X_PARAM_MAX_ATTEMPTS], c->params[S3X_PARAM_RETRY_TIMEOUT],
+                             c->params[S3X_PARAM_RETRY_MODE] == S3X_RETRY_MODE_ADAPTIVE};
+    for (int attempt = 1;; attempt++) {
+        if (attempt > 1) s3x_http_req_reset(c, r);
+        int rc = attempt_once(c, r);
+        if (rc) return rc;
+        const char *why = NULL;
+        int can_replay = replayable(r, &why);
+        double delay = 0;
+        /* A request that cannot be replayed is judged as if cancelled: its
+         * own error, no retry. */
+        int v = s3x_retry_judge(&c->retry, &rules, c, r, attempt, !can_replay, 0, NULL, &delay);
+        if (maybe_applied && r->curl_rc != CURLE_OK && r->curl_rc != CURLE_COULDNT_CONNECT &&
+            r->curl_rc != CURLE_COULDNT_RESOLVE_HOST)
+            *maybe_applied = 1;
+        if (v == S3X_REQ_OK) return s3x_http_check(c, r);
+        if (v == S3X_REQ_FAIL) {
+            const s3x_error *e = s3x_error_last();
+            if (!can_replay && (s3x_http_retryable(r) || s3x_http_throttled(r)))
+                return s3x_seterr_http(e->code, e->http_status, e->s3_code, e->request_id, "%s (not retried: %s)",
+                                       e->message, why);
+            return e->code;
+        }
+        s3x_sleep_s(delay);
+    }
+}
+
+static int run(s3x_client *c, s3x_http_req *r) { return run_ex(c, r, NULL); }
+
+/* The last error is the S3 error code named (after an attempt that may have
+ * been applied, a replay that finds its work done says so this way). */
+static int last_error_is(int rc, long status, const char *s3_code) {
+    const s3x_error *e = s3x_error_last();
+    return rc == S3X_EHTTP && e->http_status == status && e->s3_code && !strcmp(e->s3_code, s3_code);
 }
 
 static void fill_info(const s3x_http_req *r, s3x_object_info *info, int64_t size) {
@@ -59,43 +163,55 @@ int s3x_create_bucket(s3x_client *c, const char *bucket) {
     if ((rc = need("client", c)) || (rc = check_bucket(bucket))) return rc;
     if ((rc = s3x_client_ensure(c))) return rc;
     s3x_http_req r;
-    init_req(&r, "CreateBucket", "PUT", bucket, NULL);
+    s3x_req_new(&r);
+    if ((rc = s3x_req_create_bucket(&r, bucket))) return rc;
     char *body = NULL;
     size_t blen = 0;
     if ((rc = s3x_xml_build_create_bucket(c->region, &body, &blen))) return rc;
     r.body = body;
     r.body_len = blen;
-    rc = run(c, &r);
+    int maybe_applied = 0;
+    rc = run_ex(c, &r, &maybe_applied);
+    /* An earlier attempt that reached the server made the bucket: ours. */
+    if (maybe_applied && last_error_is(rc, 409, "BucketAlreadyOwnedByYou")) rc = 0;
     s3x_http_req_reset(c, &r);
     free(body);
     return rc;
 }
 
-static int simple(s3x_client *c, const char *op, const char *method, const char *bucket, const char *key) {
-    s3x_http_req r;
-    init_req(&r, op, method, bucket, key);
-    int rc = run(c, &r);
-    s3x_http_req_reset(c, &r);
+/* Runs a request that a builder has described; no body, no result. */
+static int simple(s3x_client *c, s3x_http_req *r, int built, int *maybe_applied) {
+    int rc = built ? built : run_ex(c, r, maybe_applied);
+    s3x_http_req_reset(c, r);
     return rc;
 }
 
 int s3x_delete_bucket(s3x_client *c, const char *bucket) {
     int rc;
     if ((rc = need("client", c)) || (rc = check_bucket(bucket))) return rc;
-    return simple(c, "DeleteBucket", "DELETE", bucket, NULL);
+    s3x_http_req r;
+    s3x_req_new(&r);
+    int maybe_applied = 0;
+    rc = simple(c, &r, s3x_req_delete_bucket(&r, bucket), &maybe_applied);
+    /* An earlier attempt that reached the server deleted it. */
+    if (maybe_applied && last_error_is(rc, 404, "NoSuchBucket")) rc = 0;
+    return rc;
 }
 
 int s3x_head_bucket(s3x_client *c, const char *bucket) {
     int rc;
     if ((rc = need("client", c)) || (rc = check_bucket(bucket))) return rc;
-    return simple(c, "HeadBucket", "HEAD", bucket, NULL);
+    s3x_http_req r;
+    s3x_req_new(&r);
+    return simple(c, &r, s3x_req_head_bucket(&r, bucket), NULL);
 }
 
 int s3x_head_object(s3x_client *c, const char *bucket, const char *key, s3x_object_info *out) {
     int rc;
     if ((rc = need("client", c)) || (rc = check_bucket(bucket)) || (rc = check_key(key))) return rc;
     s3x_http_req r;
-    init_req(&r, "HeadObject", "HEAD", bucket, key);
+    s3x_req_new(&r);
+    if ((rc = s3x_req_head_object(&r, bucket, key, NULL, 0))) return rc;
     rc = run(c, &r);
     if (!rc && out) fill_info(&r, out, r.content_length);
     s3x_http_req_reset(c, &r);
@@ -115,10 +231,10 @@ int s3x_put_object(s3x_client *c, const char *bucket, const char *key, const voi
     if ((rc = need("client", c)) || (rc = check_bucket(bucket)) || (rc = check_key(key))) return rc;
     if (len && !data) return s3x_seterr(S3X_EINVAL, "data is NULL but len is %zu", len);
     s3x_http_req r;
-    init_req(&r, "PutObject", "PUT", bucket, key);
+    s3x_req_new(&r);
+    if ((rc = s3x_req_put_object(&r, bucket, key, content_type, NULL))) return rc;
     r.body = data ? data : "";
     r.body_len = len;
-    if (content_type) r.headers[r.nheaders++] = (s3x_kv){"content-type", content_type};
     rc = run(c, &r);
     if (!rc) rc = finish_etag(&r, etag_out);
     s3x_http_req_reset(c, &r);
@@ -134,7 +250,8 @@ int s3x_put_object_stream(s3x_client *c, const char *bucket, const char *key, in
         return rc;
     if (size < 0) return s3x_seterr(S3X_EINVAL, "size must be >= 0");
     s3x_http_req r;
-    init_req(&r, "PutObject", "PUT", bucket, key);
+    s3x_req_new(&r);
+    if ((rc = s3x_req_put_object(&r, bucket, key, NULL, NULL))) return rc;
     r.read_fn = read_fn;
     r.read_payload = payload;
     r.body_size = size;
@@ -144,14 +261,16 @@ int s3x_put_object_stream(s3x_client *c, const char *bucket, const char *key, in
     return rc;
 }
 
-static int set_range(s3x_http_req *r, char *buf, size_t cap, int64_t start, int64_t end) {
-    if (start < 0 && end < 0) return 0;
-    if (start < 0 || (end >= 0 && end < start))
-        return s3x_seterr(S3X_EINVAL, "invalid byte range %lld-%lld", (long long)start, (long long)end);
-    if (end >= 0) snprintf(buf, cap, "bytes=%lld-%lld", (long long)start, (long long)end);
-    else snprintf(buf, cap, "bytes=%lld-", (long long)start);
-    r->headers[r->nheaders++] = (s3x_kv){"range", buf};
-    return 0;
+/* The GetObject of a single operation: the Range header when a range is
+ * asked for (start and end both < 0: the whole object). */
+static int build_get(s3x_http_req *r, const char *bucket, const char *key, char *range, size_t cap, int64_t start,
+                     int64_t end) {
+    range[0] = 0;
+    if (start >= 0 || end >= 0) {
+        int rc = s3x_req_range(range, cap, start, end);
+        if (rc) return rc;
+    }
+    return s3x_req_get_object(r, bucket, key, range[0] ? range : NULL, NULL, 0);
 }
 
 static int64_t object_size_of(const s3x_http_req *r) {
@@ -200,9 +319,9 @@ int s3x_get_object(s3x_client *c, const char *bucket, const char *key, int64_t r
     *len = 0;
     s3x_http_req r;
     char range[64];
-    init_req(&r, "GetObject", "GET", bucket, key);
+    s3x_req_new(&r);
+    if ((rc = build_get(&r, bucket, key, range, sizeof range, range_start, range_end))) return rc;
     r.resp_cap = S3X_GET_OBJECT_MAX_BYTES;
-    if ((rc = set_range(&r, range, sizeof range, range_start, range_end))) return rc;
     rc = run(c, &r);
     if (!rc) rc = check_complete_body(&r);
     if (!rc) rc = check_range_answer(&r, range, range_start, range_end);
@@ -225,10 +344,10 @@ int s3x_get_object_stream(s3x_client *c, const char *bucket, const char *key, in
         return rc;
     s3x_http_req r;
     char range[64];
-    init_req(&r, "GetObject", "GET", bucket, key);
+    s3x_req_new(&r);
+    if ((rc = build_get(&r, bucket, key, range, sizeof range, range_start, range_end))) return rc;
     r.write_fn = write_fn;
     r.write_payload = payload;
-    if ((rc = set_range(&r, range, sizeof range, range_start, range_end))) return rc;
     rc = run(c, &r);
     if (!rc) rc = check_complete_body(&r);
     if (!rc) rc = check_range_answer(&r, range, range_start, range_end);
@@ -240,7 +359,10 @@ int s3x_get_object_stream(s3x_client *c, const char *bucket, const char *key, in
 int s3x_delete_object(s3x_client *c, const char *bucket, const char *key) {
     int rc;
     if ((rc = need("client", c)) || (rc = check_bucket(bucket)) || (rc = check_key(key))) return rc;
-    return simple(c, "DeleteObject", "DELETE", bucket, key);
+    /* Replayed freely: deleting a key that is gone already answers 204. */
+    s3x_http_req r;
+    s3x_req_new(&r);
+    return simple(c, &r, s3x_req_delete_object(&r, bucket, key), NULL);
 }
 
 /* ---- listing -------------------------------------------------------------- */
@@ -266,16 +388,9 @@ int s3x_list_objects(s3x_client *c, const char *bucket, const char *prefix, cons
     *out = NULL;
     if (max_keys < 0) return s3x_seterr(S3X_EINVAL, "max_keys must be >= 0");
     s3x_http_req r;
-    init_req(&r, "ListObjectsV2", "GET", bucket, NULL);
-    char mk[16];
-    r.query[r.nquery++] = (s3x_kv){"list-type", "2"};
-    if (prefix && *prefix) r.query[r.nquery++] = (s3x_kv){"prefix", prefix};
-    if (delimiter && *delimiter) r.query[r.nquery++] = (s3x_kv){"delimiter", delimiter};
-    if (token && *token) r.query[r.nquery++] = (s3x_kv){"continuation-token", token};
-    if (max_keys > 0) {
-        snprintf(mk, sizeof mk, "%d", max_keys);
-        r.query[r.nquery++] = (s3x_kv){"max-keys", mk};
-    }
+    s3x_req_num mk;
+    s3x_req_new(&r);
+    if ((rc = s3x_req_list_objects(&r, bucket, prefix, delimiter, token, max_keys, mk))) return rc;
     rc = run(c, &r);
     s3x_xml_list_objects lo;
     memset(&lo, 0, sizeof lo);
@@ -324,9 +439,11 @@ int s3x_create_multipart_upload(s3x_client *c, const char *bucket, const char *k
         return rc;
     *upload_id = NULL;
     s3x_http_req r;
-    init_req(&r, "CreateMultipartUpload", "POST", bucket, key);
-    r.query[r.nquery++] = (s3x_kv){"uploads", ""};
-    if (content_type) r.headers[r.nheaders++] = (s3x_kv){"content-type", content_type};
+    s3x_req_new(&r);
+    if ((rc = s3x_req_create_mpu(&r, bucket, key, content_type, NULL))) return rc;
+    /* Replayed even after a broken connection: an upload the lost answer
+     * created is left behind either way (its id never reached us), and a
+     * replay at least gives the caller one to use. */
     rc = run(c, &r);
     if (!rc) rc = s3x_xml_parse_initiate(r.resp_body.data, r.resp_body.len, upload_id);
     s3x_http_req_reset(c, &r);
@@ -340,15 +457,11 @@ int s3x_upload_part(s3x_client *c, const char *bucket, const char *key, const ch
     if ((rc = need("client", c)) || (rc = check_bucket(bucket)) || (rc = check_key(key)) ||
         (rc = need("upload_id", upload_id)))
         return rc;
-    if (part_number < 1 || part_number > 10000)
-        return s3x_seterr(S3X_EINVAL, "part number %d is out of range [1, 10000]", part_number);
     if (len && !data) return s3x_seterr(S3X_EINVAL, "data is NULL but len is %zu", len);
     s3x_http_req r;
-    char pn[16];
-    snprintf(pn, sizeof pn, "%d", part_number);
-    init_req(&r, "UploadPart", "PUT", bucket, key);
-    r.query[r.nquery++] = (s3x_kv){"partNumber", pn};
-    r.query[r.nquery++] = (s3x_kv){"uploadId", upload_id};
+    s3x_req_num pn;
+    s3x_req_new(&r);
+    if ((rc = s3x_req_upload_part(&r, bucket, key, upload_id, part_number, pn, NULL))) return rc;
     r.body = data ? data : "";
     r.body_len = len;
     rc = run(c, &r);
@@ -379,12 +492,23 @@ int s3x_complete_multipart_upload(s3x_client *c, const char *bucket, const char 
     free(cp);
     if (rc) return rc;
     s3x_http_req r;
-    init_req(&r, "CompleteMultipartUpload", "POST", bucket, key);
-    r.query[r.nquery++] = (s3x_kv){"uploadId", upload_id};
-    r.headers[r.nheaders++] = (s3x_kv){"content-type", "application/xml"};
+    s3x_req_new(&r);
+    if ((rc = s3x_req_complete_mpu(&r, bucket, key, upload_id))) {
+        free(body);
+        return rc;
+    }
     r.body = body;
     r.body_len = blen;
-    rc = run(c, &r);
+    int maybe_applied = 0;
+    rc = run_ex(c, &r, &maybe_applied);
+    if (maybe_applied && last_error_is(rc, 404, "NoSuchUpload")) {
+        /* The connection broke after an earlier attempt was sent, and the
+         * upload is gone now: that attempt most likely completed it. */
+        rc = s3x_seterr_http(S3X_EHTTP, 404, "NoSuchUpload", s3x_error_last()->request_id,
+                             "CompleteMultipartUpload s3://%s/%s: upload %s no longer exists after the connection "
+                             "broke on an earlier attempt, which may have completed it: check the object",
+                             bucket, key, upload_id);
+    }
     if (!rc) rc = s3x_http_check_complete_body(&r);
     if (!rc && etag_out) {
         s3x_xml_complete cr;
@@ -407,10 +531,11 @@ int s3x_abort_multipart_upload(s3x_client *c, const char *bucket, const char *ke
         (rc = need("upload_id", upload_id)))
         return rc;
     s3x_http_req r;
-    init_req(&r, "AbortMultipartUpload", "DELETE", bucket, key);
-    r.query[r.nquery++] = (s3x_kv){"uploadId", upload_id};
-    rc = run(c, &r);
-    s3x_http_req_reset(c, &r);
+    s3x_req_new(&r);
+    int maybe_applied = 0;
+    rc = simple(c, &r, s3x_req_abort_mpu(&r, bucket, key, upload_id), &maybe_applied);
+    /* An earlier attempt that reached the server aborted it. */
+    if (maybe_applied && last_error_is(rc, 404, "NoSuchUpload")) rc = 0;
     return rc;
 }
 
@@ -434,14 +559,10 @@ int s3x_list_parts(s3x_client *c, const char *bucket, const char *key, const cha
     int marker = 0;
     for (;;) {
         s3x_http_req r;
-        char mk[16];
-        init_req(&r, "ListParts", "GET", bucket, key);
-        r.query[r.nquery++] = (s3x_kv){"uploadId", upload_id};
-        if (marker) {
-            snprintf(mk, sizeof mk, "%d", marker);
-            r.query[r.nquery++] = (s3x_kv){"part-number-marker", mk};
-        }
-        rc = run(c, &r);
+        s3x_req_num mk;
+        s3x_req_new(&r);
+        rc = s3x_req_list_parts(&r, bucket, key, upload_id, marker, mk);
+        if (!rc) rc = run(c, &r);
         s3x_xml_list_parts lp;
         memset(&lp, 0, sizeof lp);
         if (!rc) rc = s3x_xml_parse_list_parts(r.resp_body.data, r.resp_body.len, &lp);
@@ -495,12 +616,9 @@ int s3x_list_multipart_uploads(s3x_client *c, const char *bucket, const char *pr
     char *key_marker = NULL, *id_marker = NULL;
     for (int page = 0; page < 100000; page++) {
         s3x_http_req r;
-        init_req(&r, "ListMultipartUploads", "GET", bucket, NULL);
-        r.query[r.nquery++] = (s3x_kv){"uploads", ""};
-        if (prefix && *prefix) r.query[r.nquery++] = (s3x_kv){"prefix", prefix};
-        if (key_marker) r.query[r.nquery++] = (s3x_kv){"key-marker", key_marker};
-        if (id_marker) r.query[r.nquery++] = (s3x_kv){"upload-id-marker", id_marker};
-        rc = run(c, &r);
+        s3x_req_new(&r);
+        rc = s3x_req_list_uploads(&r, bucket, prefix, key_marker, id_marker);
+        if (!rc) rc = run(c, &r);
         s3x_xml_list_uploads lu;
         memset(&lu, 0, sizeof lu);
         if (!rc) rc = s3x_xml_parse_list_uploads(r.resp_body.data, r.resp_body.len, &lu);

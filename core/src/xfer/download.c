@@ -11,6 +11,7 @@
 #include "error.h"
 #include "params_internal.h"
 #include "range.h"
+#include "requests.h"
 #include "kinds.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -281,18 +282,13 @@ static int on_body_io(const void *data, size_t len, void *payload) {
 /* Fills a range's request for its next attempt. */
 static int prepare_range(drun *R, rslot *s) {
     s3x_http_req *r = &s->base.req;
-    r->op = "GetObject";
-    r->method = "GET";
-    r->bucket = R->bucket;
-    r->key = R->key;
-    r->nquery = r->nheaders = 0;
-    snprintf(s->range, sizeof s->range, "bytes=%" PRId64 "-%" PRId64, s->ask.first, s->ask.last);
-    if (s->ask.probe) {
-        if (R->x->params[S3X_PARAM_VALIDATE_CHECKSUM]) r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-mode", "ENABLED"};
-    } else if (R->etag && *R->etag) {
-        r->headers[r->nheaders++] = (s3x_kv){"if-match", R->etag};
-    }
-    if (s->ask.ranged) r->headers[r->nheaders++] = (s3x_kv){"range", s->range};
+    int rc = s->ask.ranged ? s3x_req_range(s->range, sizeof s->range, s->ask.first, s->ask.last) : 0;
+    /* The probe asks for the object's checksum; the later ranges are pinned
+     * to the ETag the probe saw. */
+    int checksum_mode = s->ask.probe && R->x->params[S3X_PARAM_VALIDATE_CHECKSUM];
+    if (!rc) rc = s3x_req_get_object(r, R->bucket, R->key, s->ask.ranged ? s->range : NULL,
+                                     s->ask.probe ? NULL : R->etag, checksum_mode);
+    if (rc) return rc;
     r->write_fn = on_body;
     r->write_payload = s;
     s->got = 0;
@@ -493,14 +489,7 @@ static int dl_feed(s3x_transfer *t, s3x_part *p) {
 
 /* The HEAD for the full-object checksum, pinned to the probe's ETag. */
 static int prepare_head(drun *R, s3x_http_req *r) {
-    r->op = "HeadObject";
-    r->method = "HEAD";
-    r->bucket = R->bucket;
-    r->key = R->key;
-    r->nquery = r->nheaders = 0;
-    r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-mode", "ENABLED"};
-    if (R->etag && *R->etag) r->headers[r->nheaders++] = (s3x_kv){"if-match", R->etag};
-    return 0;
+    return s3x_req_head_object(r, R->bucket, R->key, R->etag, 1);
 }
 
 static int dl_prepare(s3x_transfer *t, s3x_part *p) {

@@ -2,36 +2,6 @@
 #include <math.h>
 #include <string.h>
 
-void s3x_rng_seed(s3x_rng *r, uint64_t seed) { r->s = seed ? seed : 0x9E3779B97F4A7C15ull; }
-
-double s3x_rng_uniform(s3x_rng *r) {
-    /* xorshift64*: plenty for jitter. */
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    uint64_t v = r->s * 2685821657736338717ull;
-    return (double)(v >> 11) / 9007199254740992.0;
-}
-
-double s3x_backoff_delay(s3x_rng *r, int attempt) {
-    if (attempt < 1) attempt = 1;
-    double cap = S3X_BACKOFF_BASE_S * pow(2.0, attempt - 1);
-    if (cap > S3X_BACKOFF_CAP_S) cap = S3X_BACKOFF_CAP_S;
-    return s3x_rng_uniform(r) * cap;
-}
-
-void s3x_budget_init(s3x_retry_budget *b) { b->tokens = S3X_RETRY_TOKENS; }
-
-int s3x_budget_take(s3x_retry_budget *b, int cost) {
-    if (b->tokens < cost) return 0;
-    b->tokens -= cost;
-    return 1;
-}
-
-void s3x_budget_refund(s3x_retry_budget *b) {
-    if (b->tokens < S3X_RETRY_TOKENS) b->tokens++;
-}
-
 /* ---- first-byte timeout ------------------------------------------------------- */
 
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {

@@ -1,34 +1,11 @@
-/* Retry policy (private): backoff with full jitter, a retry budget, and the
- * slow-part (first-byte) timeout learned from the run. See docs/reliability.md. */
+/* Retry policy of transfers (private): the slow-part (first-byte) timeout
+ * learned from the run. Backoff, the retry budget and the judge every request
+ * goes through are net/retrypolicy.h, shared with the single operations.
+ * See docs/reliability.md. */
 #ifndef S3X_RETRY_H
 #define S3X_RETRY_H
 #include <stdint.h>
-
-typedef struct s3x_rng {
-    uint64_t s;
-} s3x_rng;
-void s3x_rng_seed(s3x_rng *r, uint64_t seed);
-double s3x_rng_uniform(s3x_rng *r); /* [0, 1) */
-
-/* Full jitter: uniform in [0, min(cap, base * 2^(attempt-1))] seconds. */
-#define S3X_BACKOFF_BASE_S 0.05
-#define S3X_BACKOFF_CAP_S 20.0
-double s3x_backoff_delay(s3x_rng *r, int attempt);
-/* In adaptive mode a throttled request's own backoff is at most this; the
- * client's shared rate does the rest of the pacing. */
-#define S3X_THROTTLE_ADAPTIVE_CAP_S 2.0
-
-/* Token bucket: a retry spends tokens, a success gives one back; with the
- * bucket empty no retry is made, so a dying server is not hammered. */
-#define S3X_RETRY_TOKENS 500
-#define S3X_RETRY_COST 5
-#define S3X_RETRY_COST_TIMEOUT 10
-typedef struct s3x_retry_budget {
-    int tokens;
-} s3x_retry_budget;
-void s3x_budget_init(s3x_retry_budget *b);
-int s3x_budget_take(s3x_retry_budget *b, int cost); /* 1 if taken */
-void s3x_budget_refund(s3x_retry_budget *b);
+#include "retrypolicy.h"
 
 /* First-byte timeout policy. */
 #define S3X_FBT_CEILING_MS 5000   /* above this the optimisation turns itself off */

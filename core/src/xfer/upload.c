@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include "error.h"
 #include "params_internal.h"
+#include "requests.h"
 #include "s3xml.h"
 #include "kinds.h"
 #include <errno.h>
@@ -57,7 +58,7 @@ typedef struct slot {
     int64_t pos;              /* UNBUFFERED read position within the part */
     char checksum[48];
     char sha_hex[65];
-    char pn[16];
+    s3x_req_num pn;
 } slot;
 
 typedef struct done_part {
@@ -313,22 +314,15 @@ static int up_prepare(s3x_transfer *t, s3x_part *p) {
     slot *s = (slot *)p;
     s3x_http_req *r = &p->req;
     if (p->side) return prepare_side(R, r);
-    r->op = single_put(R) ? "PutObject" : "UploadPart";
-    r->method = "PUT";
-    r->bucket = R->bucket;
-    r->key = R->key;
-    r->nquery = r->nheaders = 0;
-    if (!single_put(R)) {
-        snprintf(s->pn, sizeof s->pn, "%d", s->part_number);
-        r->query[r->nquery++] = (s3x_kv){"partNumber", s->pn};
-        r->query[r->nquery++] = (s3x_kv){"uploadId", R->upload_id};
-    }
-    r->trailer_kind = R->trailer ? R->checksum : 0;
+    s3x_req_checksum ck = {NULL, NULL, NULL};
     if (R->checksum != S3X_CHECKSUM_NONE) {
-        if (!R->trailer) r->headers[r->nheaders++] = (s3x_kv){s3x_checksum_header(R->checksum), s->checksum};
-        if (single_put(R) && s3x_checksum_algorithm(R->checksum))
-            r->headers[r->nheaders++] = (s3x_kv){"x-amz-sdk-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
+        if (!R->trailer) ck = (s3x_req_checksum){s3x_checksum_header(R->checksum), s->checksum, NULL};
+        if (single_put(R)) ck.algorithm = s3x_checksum_algorithm(R->checksum);
     }
+    int rc = single_put(R) ? s3x_req_put_object(r, R->bucket, R->key, NULL, &ck)
+                           : s3x_req_upload_part(r, R->bucket, R->key, R->upload_id, s->part_number, s->pn, &ck);
+    if (rc) return rc;
+    r->trailer_kind = R->trailer ? R->checksum : 0;
     r->payload_hash = R->signed_payload ? s->sha_hex : S3X_UNSIGNED_PAYLOAD;
     if (R->buffered) {
         r->body = s->buf;
@@ -496,19 +490,6 @@ static const s3x_kind upload_kind = {
 
 /* ---- the run -------------------------------------------------------------------- */
 
-/* A blocking request of the upload itself (HeadBucket, Create, Complete,
- * Abort): on the object's key unless bucket_only, with the upload id when
- * with_upload_id. */
-static void upload_req(const run *R, s3x_http_req *r, const char *op, const char *method, int bucket_only,
-                       int with_upload_id) {
-    memset(r, 0, sizeof *r);
-    r->op = op;
-    r->method = method;
-    r->bucket = R->bucket;
-    r->key = bucket_only ? NULL : R->key;
-    if (with_upload_id) r->query[r->nquery++] = (s3x_kv){"uploadId", R->upload_id};
-}
-
 /* Some servers create a missing bucket on the first write; an upload to a
  * bucket that does not exist must fail instead, before anything is written.
  * A client checks each bucket once (HeadBucket) and remembers it. */
@@ -516,8 +497,9 @@ static int check_bucket_exists(run *R) {
     s3x_client *c = R->x->client;
     if (s3x_client_bucket_known(c, R->bucket)) return 0;
     s3x_http_req r;
-    upload_req(R, &r, "HeadBucket", "HEAD", 1, 0);
-    int rc = s3x_xfer_perform(R->x, &r);
+    s3x_req_new(&r);
+    int rc = s3x_req_head_bucket(&r, R->bucket);
+    if (!rc) rc = s3x_xfer_perform(R->x, &r);
     long status = r.status;
     s3x_http_req_reset(c, &r);
     if (rc == 0) {
@@ -564,15 +546,11 @@ static void abort_lost_uploads(run *R, time_t started) {
 
 /* The side part's request: CreateMultipartUpload or CompleteMultipartUpload. */
 static int prepare_side(run *R, s3x_http_req *r) {
-    if (R->side_op == SIDE_CREATE) {
-        upload_req(R, r, "CreateMultipartUpload", "POST", 0, 0);
-        r->query[r->nquery++] = (s3x_kv){"uploads", ""};
-        if (s3x_checksum_algorithm(R->checksum))
-            r->headers[r->nheaders++] = (s3x_kv){"x-amz-checksum-algorithm", s3x_checksum_algorithm(R->checksum)};
-        return 0;
-    }
-    upload_req(R, r, "CompleteMultipartUpload", "POST", 0, 1);
-    r->headers[r->nheaders++] = (s3x_kv){"content-type", "application/xml"};
+    s3x_req_new(r);
+    if (R->side_op == SIDE_CREATE)
+        return s3x_req_create_mpu(r, R->bucket, R->key, NULL, s3x_checksum_algorithm(R->checksum));
+    int rc = s3x_req_complete_mpu(r, R->bucket, R->key, R->upload_id);
+    if (rc) return rc;
     r->body = R->complete_body;
     r->body_len = R->complete_len;
     return 0;
@@ -639,7 +617,8 @@ static int build_complete(run *R) {
 static void abort_mpu(run *R) {
     if (!R->upload_id || R->x->params[S3X_PARAM_LEAVE_PARTS_ON_ERROR]) return;
     s3x_http_req r;
-    upload_req(R, &r, "AbortMultipartUpload", "DELETE", 0, 1);
+    s3x_req_new(&r);
+    if (s3x_req_abort_mpu(&r, R->bucket, R->key, R->upload_id)) return;
     /* Cleanup must not be stopped by the cancel that caused it. */
     int was = atomic_exchange(&R->x->cancel, 0);
     s3x_xfer_perform(R->x, &r);

@@ -21,7 +21,7 @@ int s3x_xfer_init(s3x_xfer *x, s3x_client *c, unsigned scope) {
 
 void s3x_xfer_destroy(s3x_xfer *x) {
     if (x->pool_ready) s3x_pool_release(&x->pool);
-    s3x_saved_error_free(&x->storm_err);
+    s3x_retry_state_clear(&x->retry);
     s3x_saved_error_free(&x->err);
 }
 
@@ -52,14 +52,8 @@ void s3x_xfer_begin(s3x_xfer *x, s3x_result *res) {
     x->failed = 0;
     x->progress_last = 0;
     x->progress_at = x->t0;
-    x->storm_since = 0;
-    x->storm_throttled = 0;
-    s3x_saved_error_free(&x->storm_err);
     s3x_saved_error_free(&x->err);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    s3x_rng_seed(&x->rng, (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)x);
-    s3x_budget_init(&x->budget);
+    s3x_retry_state_init(&x->retry, (uintptr_t)x);
     s3x_fbt_init(&x->fbt, x->params[S3X_PARAM_SLOW_PART_TIMEOUT], x->params[S3X_PARAM_CONCURRENCY]);
     if (x->pool_ready && !x->batched) s3x_pool_reset_counters(&x->pool);
     res->concurrency = x->params[S3X_PARAM_CONCURRENCY];
@@ -81,7 +75,7 @@ void s3x_xfer_end(s3x_xfer *x) {
         r->buffer_waits = x->pool.waits;
     }
     r->slow_part_timeout_ms = s3x_fbt_current(&x->fbt);
-    if (x->storm_since > 0) r->throttled_seconds += s3x_now() - x->storm_since;
+    s3x_retry_storm_end(&x->retry, r);
     /* A cancel is for one transfer. */
     atomic_store(&x->cancel, 0);
 }
@@ -123,142 +117,22 @@ void s3x_xfer_heartbeat(s3x_xfer *x, int64_t done, int64_t total) {
 
 int s3x_xfer_cancelled(s3x_xfer *x) { return atomic_load(&x->cancel) != 0; }
 
-/* Appends a reason to the thread's error, keeping its code, status and ids. */
-static void amend_error(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
-static void amend_error(const char *fmt, ...) {
-    const s3x_error *e = s3x_error_last();
-    s3x_buf m = S3X_BUF_INIT;
-    s3x_buf_puts(&m, e->message);
-    va_list ap;
-    va_start(ap, fmt);
-    s3x_buf_vprintf(&m, fmt, ap);
-    va_end(ap);
-    s3x_seterr_http(e->code, e->http_status, e->s3_code, e->request_id, "%s", m.data ? m.data : e->message);
-    s3x_buf_free(&m);
-}
-
-static void amend_window_error(const s3x_xfer *x, double now) {
-    amend_error(" (throttled for %.1f s with no request succeeding, beyond the retry window of %lld ms; "
-                "%lld requests throttled in that time; raise the retry_timeout knob (--retry-timeout) to "
-                "wait longer)",
-                now - x->storm_since, (long long)x->params[S3X_PARAM_RETRY_TIMEOUT], (long long)x->storm_throttled);
-}
-
 int s3x_xfer_storm_expired(s3x_xfer *x, double now) {
-    int64_t window_ms = x->params[S3X_PARAM_RETRY_TIMEOUT];
-    if (x->storm_since <= 0 || window_ms <= 0 || !x->storm_err.code) return 0;
-    if (now < x->storm_since + (double)window_ms / 1000.0) return 0;
-    s3x_error_restore(&x->storm_err);
-    amend_window_error(x, now);
-    return 1;
+    return s3x_retry_storm_expired(&x->retry, x->params[S3X_PARAM_RETRY_TIMEOUT], now);
 }
 
 int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_timeout, double *delay_s) {
-    *delay_s = 0;
-    s3x_result *res = x->res;
-    s3x_ratelimit *rl = &x->client->rate;
-    double now = s3x_now();
-    int adaptive = x->params[S3X_PARAM_RETRY_MODE] == S3X_RETRY_MODE_ADAPTIVE;
-    if (!first_byte_timeout) s3x_rl_on_response(rl, now);
-    int error_in_200 = !first_byte_timeout && s3x_http_error_in_200(r);
-    if (!first_byte_timeout && r->curl_rc == CURLE_OK && r->status >= 200 && r->status < 300 && !r->read_failed &&
-        !r->aborted_by_callback && !error_in_200) {
-        s3x_budget_refund(&x->budget);
-        /* A request sent before the last throttling answer says nothing
-         * about the server now: it does not end the storm. */
-        if (x->storm_since > 0 && r->t_start >= x->storm_last) {
-            res->throttled_seconds += now - x->storm_since;
-            x->storm_since = 0;
-            x->storm_throttled = 0;
-            s3x_saved_error_free(&x->storm_err);
-        }
-        s3x_rl_on_success(rl, now, r->t_start);
-        return S3X_REQ_OK;
-    }
-    /* Throttling (SlowDown, 429, 503, 500, ...) is the server asking for fewer
-     * requests, not a slow part and not a stall: it never reaches the
-     * first-byte-timeout learning (only successes and first-byte cuts do). */
-    int throttled = !first_byte_timeout && !s3x_xfer_cancelled(x) && s3x_http_throttled(r);
-    int retryable;
-    int cost = S3X_RETRY_COST;
+    s3x_retry_rules rules = {x->params[S3X_PARAM_MAX_ATTEMPTS], x->params[S3X_PARAM_RETRY_TIMEOUT],
+                             x->params[S3X_PARAM_RETRY_MODE] == S3X_RETRY_MODE_ADAPTIVE};
+    /* The timeout that cut it is still in force (the scheduler re-learns
+     * after judging); a cut must stay a cut even if it were not. */
+    int64_t fbt_ms = 0;
     if (first_byte_timeout) {
-        retryable = 1;
-        cost = 0; /* the slow-part retry is an optimisation, not a failure */
-    } else {
-        retryable = (throttled || s3x_http_retryable(r)) && !s3x_xfer_cancelled(x);
-        if (r->curl_rc == CURLE_OPERATION_TIMEDOUT) cost = S3X_RETRY_COST_TIMEOUT;
+        fbt_ms = s3x_fbt_current(&x->fbt);
+        if (fbt_ms <= 0) fbt_ms = 1;
     }
-    /* Keep the thread error describing this failure in case it is final. */
-    if (first_byte_timeout)
-        s3x_seterr(S3X_ETIMEOUT, "%s: no response within the %lld ms first-byte timeout", r->op,
-                   (long long)s3x_fbt_current(&x->fbt));
-    else if (error_in_200)
-        s3x_http_check_complete_body(r);
-    else
-        s3x_http_check(x->client, r);
-    if (!retryable) return S3X_REQ_FAIL;
-    int64_t window_ms = x->params[S3X_PARAM_RETRY_TIMEOUT];
-    if (throttled) {
-        s3x_rl_on_throttle(rl, now);
-        if (x->storm_since <= 0) x->storm_since = now;
-        x->storm_last = now;
-        x->storm_throttled++;
-    }
-    double window_end = x->storm_since + (double)window_ms / 1000.0;
-    if (throttled && window_ms > 0) {
-        /* Inside the window throttling is retried whatever max_attempts says:
-         * the window measures the storm (time since the transfer last had a
-         * request succeed), not one request's attempts. */
-        s3x_saved_error_free(&x->storm_err);
-        s3x_error_save(&x->storm_err);
-        if (now >= window_end) {
-            amend_window_error(x, now);
-            return S3X_REQ_FAIL;
-        }
-    } else if (attempt >= x->params[S3X_PARAM_MAX_ATTEMPTS]) {
-        amend_error(" (gave up after %d attempts)", attempt);
-        return S3X_REQ_FAIL;
-    }
-    /* The budget protects a dying server from retries that cannot help. A
-     * throttled retry in adaptive mode is already paced by the shared rate,
-     * which is the protection the server asked for, so it costs nothing: a
-     * storm the window covers must not fail on an empty bucket. */
-    if (throttled && adaptive) cost = 0;
-    if (cost && !s3x_budget_take(&x->budget, cost)) {
-        amend_error(" (retry budget exhausted: the server keeps failing)");
-        return S3X_REQ_FAIL;
-    }
-    res->retries++;
-    if (first_byte_timeout) {
-        res->retries_first_byte++;
-        *delay_s = 0;
-        return S3X_REQ_RETRY;
-    }
-    if (r->curl_rc == CURLE_OPERATION_TIMEDOUT) res->retries_timeout++;
-    else if (r->curl_rc != CURLE_OK) res->retries_network++;
-    else res->retries_http++;
-    double d = s3x_backoff_delay(&x->rng, attempt);
-    if (throttled) {
-        res->retries_throttled++;
-        if (adaptive) {
-            /* The shared rate paces every request at the scheduler's gate
-             * (s3x_rl_may_send); the request's own backoff is capped low so
-             * that a retry is never parked long after the storm has passed. */
-            if (d > S3X_THROTTLE_ADAPTIVE_CAP_S) d = s3x_rng_uniform(&x->rng) * S3X_THROTTLE_ADAPTIVE_CAP_S;
-        }
-        if (r->retry_after_s >= 0 && r->retry_after_s > d) d = r->retry_after_s;
-        /* The last try lands at the window's end rather than past it. */
-        if (window_ms > 0 && now + d > window_end) d = window_end - now;
-        if (d < 0) d = 0;
-    } else if (r->retry_after_s >= 0 && r->retry_after_s > d) {
-        d = r->retry_after_s;
-    }
-    *delay_s = d;
-    return S3X_REQ_RETRY;
+    return s3x_retry_judge(&x->retry, &rules, x->client, r, attempt, s3x_xfer_cancelled(x), fbt_ms, x->res,
+                           delay_s);
 }
 
 void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r) {
@@ -280,12 +154,6 @@ void s3x_xfer_tune(s3x_xfer *x, s3x_http_req *r) {
     curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_TIME, secs);
 }
 
-static void sleep_s(double s) {
-    if (s <= 0) return;
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
 typedef struct one_state {
     int done;
 } one_state;
@@ -302,11 +170,7 @@ int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied) {
     /* The cleanup after a failure gets a retry window of its own: a transfer
      * that gave up on a storm must still abort its multipart upload, and the
      * storm that failed it is throttling the abort too. */
-    if (!strcmp(r->op, "AbortMultipartUpload") && x->storm_since > 0) {
-        x->res->throttled_seconds += s3x_now() - x->storm_since;
-        x->storm_since = 0;
-        x->storm_throttled = 0;
-    }
+    if (!strcmp(r->op, "AbortMultipartUpload")) s3x_retry_storm_end(&x->retry, x->res);
     for (int attempt = 1;; attempt++) {
         if (attempt > 1) {
             /* keep the request description, drop the last response */
@@ -341,7 +205,7 @@ int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied) {
             *maybe_applied = 1;
         if (v == S3X_REQ_OK) return s3x_http_check(x->client, r);
         if (v == S3X_REQ_FAIL) return s3x_error_last()->code;
-        for (double left = delay; left > 0 && !s3x_xfer_cancelled(x); left -= 0.05) sleep_s(left < 0.05 ? left : 0.05);
+        for (double left = delay; left > 0 && !s3x_xfer_cancelled(x); left -= 0.05) s3x_sleep_s(left < 0.05 ? left : 0.05);
         if (s3x_xfer_cancelled(x)) return s3x_seterr(S3X_ECANCELLED, "%s cancelled", r->op);
     }
 }

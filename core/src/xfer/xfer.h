@@ -24,18 +24,13 @@ typedef struct s3x_xfer {
     atomic_int cancel;
 
     /* per run */
-    s3x_rng rng;
-    s3x_retry_budget budget;
+    s3x_retry_state retry;     /* jitter, retry budget, throttling storm (net/retrypolicy.h) */
     s3x_fbt fbt;
     s3x_result *res;
     double t0;
     int failed;                /* an error is saved in err */
     int64_t progress_last;     /* last value reported (reports never go back) */
     double progress_at;        /* when it was reported */
-    double storm_since;        /* first throttling answer since the last success; 0 = none */
-    int64_t storm_throttled;   /* throttling answers since then */
-    double storm_last;         /* the last throttling answer */
-    s3x_saved_error storm_err; /* the last throttling answer's error */
     s3x_saved_error err;
 } s3x_xfer;
 
@@ -68,11 +63,9 @@ int s3x_xfer_progress(s3x_xfer *x, int64_t done, int64_t total);
 void s3x_xfer_heartbeat(s3x_xfer *x, int64_t done, int64_t total);
 int s3x_xfer_cancelled(s3x_xfer *x);
 
-/* What to do with a finished request. */
-enum { S3X_REQ_OK = 0, S3X_REQ_RETRY = 1, S3X_REQ_FAIL = 2 };
-/* Classifies a finished request: OK, or RETRY (with *delay_s set and the
- * retry counted by cause), or FAIL (thread error set by s3x_http_check).
- * first_byte_timeout: the request was cut by the slow-part timeout. */
+/* Classifies a finished request with the transfer's knobs and retry state
+ * (s3x_retry_judge: OK, RETRY with *delay_s set, or FAIL with the thread
+ * error set). first_byte_timeout: the request was cut by the slow-part timeout. */
 int s3x_xfer_judge(s3x_xfer *x, s3x_http_req *r, int attempt, int first_byte_timeout, double *delay_s);
 
 /* Blocking request with the run's retry policy (for CreateMultipartUpload,
