@@ -52,6 +52,8 @@ static void usage(FILE *f) {
             "                              with no request succeeding (default 120000; 0: max-attempts only)\n"
             "  --retry-mode standard|adaptive   adaptive (default): a request rate shared by the\n"
             "                              client's transfers, cut on throttling, regained on success\n"
+            "  --no-fsync                  downloads: rename the file into place without fsync (faster to a\n"
+            "                              slow disk; after a power loss it may be empty or partial)\n"
             "  --progress / --no-progress  progress bar (default: when stderr is a terminal); while the\n"
             "                              server throttles, it shows the throttled retries, seconds and rate\n"
             "  --json                      JSON lines for scripts (cp, mb, rb, rm; see Output below)\n"
@@ -154,7 +156,8 @@ static int knob_refused(const knobs *k, int i) {
 
 static int apply_upload(s3x_upload *u, const knobs *k) {
     for (int i = 0; i < S3X_PARAM__COUNT; i++)
-        if (k->set[i] && i != S3X_PARAM_VALIDATE_CHECKSUM && s3x_upload_set(u, (s3x_param)i, k->v[i]))
+        if (k->set[i] && i != S3X_PARAM_VALIDATE_CHECKSUM && i != S3X_PARAM_DURABLE &&
+            s3x_upload_set(u, (s3x_param)i, k->v[i]))
             return knob_refused(k, i);
     return 0;
 }
@@ -183,6 +186,10 @@ static void summary(const char *verb, int upload, const char *path, const cli_s3
     printf(" (%s in %.2f s, %s/s, %" PRId64 " part%s, %" PRId64 " request%s, %" PRId64 " retr%s)\n", b, r->seconds,
            rate, r->parts, r->parts == 1 ? "" : "s", r->requests, r->requests == 1 ? "" : "s", r->retries,
            r->retries == 1 ? "y" : "ies");
+    if (r->sync_seconds > 0 || r->writeback_calls)
+        printf("  %s (%.2f s after the last byte, %" PRId64 " early writeback request%s)\n",
+               r->fsyncs ? "synced to disk before the rename" : "renamed without fsync", r->sync_seconds,
+               r->writeback_calls, r->writeback_calls == 1 ? "" : "s");
     if (r->retries_throttled)
         printf("  throttled by the server: %" PRId64 " retr%s, %.1f s spent throttled\n", r->retries_throttled,
                r->retries_throttled == 1 ? "y" : "ies", r->throttled_seconds);
@@ -568,7 +575,7 @@ int main(int argc, char **argv) {
     if (cli_signals_start()) return 1;
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
            O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC,
-           O_RTIMEOUT, O_RMODE, O_JSON };
+           O_RTIMEOUT, O_RMODE, O_JSON, O_NOFSYNC };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -596,6 +603,7 @@ int main(int argc, char **argv) {
         {"no-progress", no_argument, 0, O_NOPROGRESS},
         {"unsigned-payload", no_argument, 0, O_UNSIGNED},
         {"json", no_argument, 0, O_JSON},
+        {"no-fsync", no_argument, 0, O_NOFSYNC},
         {0, 0, 0, 0},
     };
     const char *endpoint = NULL, *region = NULL, *profile = NULL, *ca = NULL, *addr = NULL;
@@ -633,6 +641,12 @@ int main(int argc, char **argv) {
         case O_NOPROGRESS: k.progress = 0; break;
         case O_UNSIGNED: unsigned_payload = 1; break;
         case O_JSON: k.json = 1; break;
+        case O_NOFSYNC:
+            k.v[S3X_PARAM_DURABLE] = 0;
+            k.set[S3X_PARAM_DURABLE] = 1;
+            k.flag[S3X_PARAM_DURABLE] = "--no-fsync";
+            k.arg[S3X_PARAM_DURABLE] = "";
+            break;
         default: usage(stderr); return 2;
         }
         if (bad) return bad;

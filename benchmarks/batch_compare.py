@@ -4,6 +4,10 @@ in sequence vs a thread pool of blocking calls, through the Python package,
 with boto3's TransferManager (a thread pool, its default config apart from
 the same concurrency) beside them.
 
+The thread pool runs `concurrency` blocking calls at once, each with
+`concurrency` requests in flight (so up to concurrency^2 in all, as a user's
+pool of default calls would); `batch-wide` runs the batch with that many.
+
 Each cell is a fresh Python process moving N objects of S bytes up (from
 files) or down (to files on the local disk, each renamed into place after a
 sync): wall seconds, objects/s, MiB/s, CPU seconds per GiB and peak RSS of
@@ -45,7 +49,11 @@ else:
     tc = s3xfer.TransferConfig(concurrency=c)
     one = (lambda f, k, o: client.upload_file(f, bucket, k, config=tc)) if op == "upload" else \
           (lambda f, k, o: client.download_file(bucket, k, o, config=tc))
-    if mode == "batch":
+    if mode in ("batch", "batch-wide"):
+        # batch-wide: as many requests in flight as the thread pool can have
+        # (c threads x c each), for a like-for-like look at the thread pool.
+        if mode == "batch-wide":
+            tc = s3xfer.TransferConfig(concurrency=c * c)
         with client.transfer_manager(tc) as tm:
             futs = [tm.upload(f, bucket, k) if op == "upload" else tm.download(bucket, k, o)
                     for f, k, o in zip(files, keys, outs)]
@@ -71,7 +79,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default="1000x256KiB,100x8MiB", help="NxSIZE,...")
     ap.add_argument("--concurrency", type=int, default=8)
-    ap.add_argument("--modes", default="batch,sequential,threads,boto3")
+    ap.add_argument("--modes", default="batch,sequential,threads,boto3",
+                    help="also: batch-wide (the batch at concurrency^2, the thread pool's most in flight)")
     ap.add_argument("--dest-dir", default="/var/tmp/s3xfer-bench-batch",
                     help="where downloads land (default on the local disk, not tmpfs)")
     B.add_common_args(ap, runs=3)

@@ -60,6 +60,8 @@ def run_s3xfer(a):
         kw = {}
     kw = dict(part_size=a.part_size, concurrency=a.concurrency, buffer_strategy=a.buffer_strategy, pool=a.pool,
               checksum=a.checksum, memory_limit=a.memory_limit, slow_part_timeout=a.slow_part_timeout)
+    if a.durable is not None:
+        kw["durable"] = bool(a.durable)
     if a.part_size and a.op == "upload":
         kw["multipart_threshold"] = min(a.part_size, 5 << 30)
     if a.slow_part_timeout and a.slow_part_timeout.isdigit():
@@ -183,6 +185,7 @@ def main():
     ap.add_argument("--unsigned-payload", action="store_true")
     ap.add_argument("--target-gbps", type=float, default=10.0)
     ap.add_argument("--sink")
+    ap.add_argument("--durable", type=int, choices=[0, 1], help="s3xfer-py downloads: fsync before the rename")
     ap.add_argument("--result", required=True)
     a = ap.parse_args()
     if a.checksum in ("none", "null"):

@@ -67,7 +67,7 @@ _ENUMS = {
 # Knobs that only one manager takes.
 _UPLOAD_ONLY = {"multipart_threshold", "buffer_strategy", "checksum", "checksum_location", "leave_parts_on_error",
                 "size_hint"}
-_DOWNLOAD_ONLY = {"validate_checksum"}
+_DOWNLOAD_ONLY = {"validate_checksum", "durable"}
 
 
 def _enum_value(name: str, value: Any) -> int:
@@ -114,11 +114,16 @@ class TransferConfig:
             whatever max_attempts says (default 120000; 0 = throttling is
             retried max_attempts times like other errors).
         retry_mode: "adaptive" (default) | "standard": see RetryMode.
+        durable: downloads to a file: fsync the file before renaming it
+            into place (default True), with its writeback started while it
+            downloads so the fsync costs little. False skips the fsync: after
+            a power loss soon after the download the renamed file may be
+            empty or partial.
     """
 
     _FIELDS = ("part_size", "multipart_threshold", "concurrency", "buffer_strategy", "pool", "memory_limit",
                "checksum", "checksum_location", "leave_parts_on_error", "max_attempts", "slow_part_timeout", "validate_checksum",
-               "size_hint", "stall_timeout_ms", "stall_min_rate", "retry_timeout", "retry_mode")
+               "size_hint", "stall_timeout_ms", "stall_min_rate", "retry_timeout", "retry_mode", "durable")
 
     def __init__(self, part_size: Optional[int] = None, multipart_threshold: Optional[int] = None,
                  concurrency: Optional[int] = None,
@@ -130,7 +135,8 @@ class TransferConfig:
                  max_attempts: Optional[int] = None, slow_part_timeout: Union[str, int, None] = None,
                  validate_checksum: Optional[bool] = None, size_hint: Optional[int] = None,
                  stall_timeout_ms: Optional[int] = None, stall_min_rate: Optional[int] = None,
-                 retry_timeout: Optional[int] = None, retry_mode: Union[str, RetryMode, None] = None):
+                 retry_timeout: Optional[int] = None, retry_mode: Union[str, RetryMode, None] = None,
+                 durable: Optional[bool] = None):
         self._values: Dict[str, int] = {}
         given = dict(part_size=part_size, multipart_threshold=multipart_threshold, concurrency=concurrency,
                      buffer_strategy=buffer_strategy, pool=pool, memory_limit=memory_limit, checksum=checksum,
@@ -138,7 +144,7 @@ class TransferConfig:
                      leave_parts_on_error=leave_parts_on_error, max_attempts=max_attempts,
                      slow_part_timeout=slow_part_timeout, validate_checksum=validate_checksum,
                      size_hint=size_hint, stall_timeout_ms=stall_timeout_ms, stall_min_rate=stall_min_rate,
-                     retry_timeout=retry_timeout, retry_mode=retry_mode)
+                     retry_timeout=retry_timeout, retry_mode=retry_mode, durable=durable)
         self._given = {k: v for k, v in given.items() if v is not None}
         for name, value in self._given.items():
             self._values[name] = self._convert(name, value)
@@ -189,7 +195,7 @@ class TransferConfig:
                 return None if (name == "checksum" and label == "none") else label
             if name == "slow_part_timeout":
                 return {_core.S3X_SLOW_PART_OFF: "off", _core.S3X_SLOW_PART_DYNAMIC: "dynamic"}.get(default, default)
-            if name in ("leave_parts_on_error", "validate_checksum"):
+            if name in ("leave_parts_on_error", "validate_checksum", "durable"):
                 return bool(default)
             return default
         raise AttributeError(name)

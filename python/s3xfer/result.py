@@ -22,7 +22,11 @@ class TransferResult:
     ``multipart``; ``etag``; ``upload_id``; ``retries_throttled``: requests
     re-sent after a throttling answer (SlowDown, 429, 503, 500; also in
     ``retries_http``); ``throttled_seconds``: wall seconds spent throttled
-    (from a throttling answer to the next success, summed over storms).
+    (from a throttling answer to the next success, summed over storms);
+    downloads to a file: ``fsyncs`` (1 when the file was fsynced before its
+    rename, i.e. ``durable``), ``writeback_calls`` (early writeback requests
+    while it was written) and ``sync_seconds`` (from the last byte received
+    to the rename, the fsync included; part of ``seconds``).
     """
     bytes: int
     parts: int
@@ -46,6 +50,9 @@ class TransferResult:
     upload_id: str
     retries_throttled: int = 0
     throttled_seconds: float = 0.0
+    fsyncs: int = 0
+    writeback_calls: int = 0
+    sync_seconds: float = 0.0
 
     @classmethod
     def _from_c(cls, d: Dict[str, Any]) -> "TransferResult":

@@ -78,6 +78,7 @@ static void test_table(void) {
         {S3X_PARAM_LEAVE_PARTS_ON_ERROR, 0, 1, 0},
         {S3X_PARAM_MAX_ATTEMPTS, 1, 100, 5},
         {S3X_PARAM_VALIDATE_CHECKSUM, 0, 1, 1},
+        {S3X_PARAM_DURABLE, 0, 1, 1},
     };
     for (size_t i = 0; i < sizeof doc / sizeof doc[0]; i++) {
         int64_t lo = 0, hi = 0;
@@ -205,6 +206,7 @@ static void test_upload_set(s3x_upload *u, s3x_client *c) {
     CHECK_EQ(s3x_upload_set(u, S3X_PARAM_VERIFY_TLS, 0), S3X_EINVAL, "a client knob on the upload manager");
     CHECK(contains(s3x_error_last()->message, "verify_tls"), "names verify_tls: \"%s\"", s3x_error_last()->message);
     CHECK_EQ(s3x_upload_set(u, S3X_PARAM_VALIDATE_CHECKSUM, 0), S3X_EINVAL, "a download knob on the upload manager");
+    CHECK_EQ(s3x_upload_set(u, S3X_PARAM_DURABLE, 1), S3X_EINVAL, "durable on the upload manager");
     CHECK_EQ(s3x_upload_set(u, S3X_PARAM__COUNT, 0), S3X_EINVAL, "unknown knob on the upload manager");
     CHECK_EQ(s3x_upload_set(u, (s3x_param)-1, 0), S3X_EINVAL, "negative knob on the upload manager");
     CHECK_EQ(s3x_upload_get(u, S3X_PARAM_VERIFY_TLS, &v), S3X_EINVAL, "get of a client knob");
@@ -221,6 +223,14 @@ static void test_upload_set(s3x_upload *u, s3x_client *c) {
     if (d) {
         CHECK_EQ(s3x_download_set(d, S3X_PARAM_SIZE_HINT, 1), S3X_EINVAL, "size_hint on the download manager");
         CHECK_EQ(s3x_download_set(d, S3X_PARAM_VALIDATE_CHECKSUM, 0), 0, "validate_checksum on download");
+        int64_t dv = -1;
+        CHECK_EQ(s3x_download_get(d, S3X_PARAM_DURABLE, &dv), 0, "get durable");
+        CHECK_EQ(dv, 1, "durable is on by default");
+        CHECK_EQ(s3x_download_set(d, S3X_PARAM_DURABLE, 0), 0, "durable 0 on download");
+        s3x_download_get(d, S3X_PARAM_DURABLE, &dv);
+        CHECK_EQ(dv, 0, "durable 0 kept");
+        CHECK_EQ(s3x_download_set(d, S3X_PARAM_DURABLE, 2), S3X_EINVAL, "durable 2 rejected");
+        CHECK(contains(s3x_error_last()->message, "durable"), "message names durable: %s", s3x_error_last()->message);
         s3x_download_free(d);
     }
 }

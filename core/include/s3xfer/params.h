@@ -52,6 +52,11 @@ typedef enum s3x_param {
     S3X_PARAM_RETRY_MODE,           /* s3x_retry_mode; default ADAPTIVE. Also a client knob (single operations) */
     S3X_PARAM_FAIL_FAST,            /* 0 or 1 (batch); default 0: a failed transfer does not stop the others;
                                        1: the first failure cancels every transfer not yet finished */
+    S3X_PARAM_DURABLE,              /* 0 or 1 (download to a file); default 1: the file is on disk (fsync)
+                                       before it is renamed into place, so after a crash or power loss the
+                                       path holds the old file or the whole new one. 0: no fsync; a power
+                                       loss soon after the download may leave the renamed file empty or
+                                       partial (the kernel writes it back within about 30 s) */
 
     S3X_PARAM__COUNT
 } s3x_param;

@@ -50,6 +50,11 @@ typedef struct s3x_result {
                                    also counted in retries and retries_http) */
     double throttled_seconds;   /* wall seconds the transfer spent throttled: from a throttling answer
                                    to the next request that succeeded, summed over storms */
+    /* Downloads to a file (0 otherwise). */
+    int64_t fsyncs;             /* fsync calls on the file before its rename: 1 when durable, else 0 */
+    int64_t writeback_calls;    /* early writeback requests while it was written (durable, Linux) */
+    double sync_seconds;        /* wall seconds from the last byte received to the file being renamed,
+                                   the final fsync included (also counted in seconds) */
 } s3x_result;
 
 /* Progress: bytes done so far and the total (-1 when unknown). Called on the

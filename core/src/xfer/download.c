@@ -601,19 +601,30 @@ static int dl_finish(s3x_transfer *t) {
         if (p->stage) s3x_writer_release(R->writer, p->stage);
         p->stage = NULL;
     }
-    int e = s3x_writer_finish(R->writer);
+    s3x_result *res = R->x->res;
+    double t_end = s3x_now();
+    s3x_writer_stats ws;
+    int e = s3x_writer_finish(R->writer, &ws);
     R->writer = NULL;
+    res->writeback_calls = ws.writeback_calls;
     if (e) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(e));
     /* A filesystem without Unix modes may refuse: the file then stays at
      * the owner-only mode, which is the safe side. */
     if (R->replacing) (void)fchmod(R->fd, R->keep_mode);
-    if (fsync(R->fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
+    /* Durable: most of the file is on its way to the disk already (the
+     * writer started its writeback while it wrote), so this wait is short,
+     * which matters on the loop thread. */
+    if (R->x->params[S3X_PARAM_DURABLE]) {
+        res->fsyncs++;
+        if (fsync(R->fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
+    }
     int fd = R->fd;
     R->fd = -1;
     if (close(fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
     if (rename(R->tmp.data, R->path) != 0)
         return s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", R->path, strerror(errno));
     R->renamed = 1;
+    res->sync_seconds = s3x_now() - t_end;
     return 0;
 }
 
@@ -634,7 +645,7 @@ static void dl_close(s3x_transfer *t, int rc) {
         }
         s3x_sched_remove(R->t.sched, &R->t);
     }
-    if (R->writer) (void)s3x_writer_finish(R->writer);
+    if (R->writer) (void)s3x_writer_finish(R->writer, NULL);
     if (R->kind == DST_FILE) {
         if (R->fd >= 0) close(R->fd);
         if (!R->renamed && R->tmp.data) unlink(R->tmp.data);
@@ -754,8 +765,11 @@ static int make_temp_file(drun *R, const char *path) {
         s3x_buf_free(&R->tmp);
         return rc;
     }
-    /* A batch has many file downloads at once: each queues less. */
-    int e = s3x_writer_start(&R->writer, R->fd, R->x->batched ? 8 : 32);
+    /* A batch has many file downloads at once: each queues less. Durable:
+     * writeback starts while the ranges arrive (filewriter.h), so the fsync
+     * before the rename has little left to wait for. */
+    int64_t window = R->x->params[S3X_PARAM_DURABLE] ? S3X_WRITEBACK_WINDOW : 0;
+    int e = s3x_writer_start(&R->writer, R->fd, R->x->batched ? 8 : 32, window);
     if (e) return s3x_seterr(S3X_ENOMEM, "cannot start the file writer: %s", strerror(e));
     return 0;
 }
