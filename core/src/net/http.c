@@ -486,7 +486,10 @@ int s3x_http_poll(s3x_client *c, int timeout_ms) {
     /* Requests that just finished may let the caller start others: it gets
      * the chance before anything waits. */
     int finished = drain_messages(c);
-    if (running > 0 && timeout_ms > 0 && !finished) {
+    /* With nothing on the wire the wait still happens (curl_multi_poll
+     * sleeps until the timeout or a wakeup): a loop whose parts all wait for
+     * a backoff, the rate's gate or a writer thread must not spin. */
+    if (timeout_ms > 0 && !finished) {
         mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
         if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_poll: %s", curl_multi_strerror(mc));
         mc = curl_multi_perform(c->multi, &running);

@@ -64,6 +64,8 @@ typedef struct drun {
     int replacing;            /* DST_FILE: an existing regular file is replaced ... */
     mode_t keep_mode;         /* ... and keeps these permission bits */
     int renamed;              /* DST_FILE: the temporary file became path */
+    int ending;               /* DST_FILE: the writer is ending (writes, fsync) on its thread */
+    double t_end;             /* when the last byte was in */
     int out_fd;               /* DST_STREAM to a descriptor: write_payload points here */
     s3x_writer *writer;       /* DST_FILE: the thread that writes it */
     char *mem;                /* DST_MEM */
@@ -588,9 +590,34 @@ static int setup_stream_pool(drun *R, int64_t *c) {
  * the destination: a stream or a buffer that ends short must not look like
  * success) and match the object's checksum; a file is synced, given its
  * mode and renamed into place. */
+static void wake_loop(void *client) { s3x_http_wakeup(client); }
+
 static int dl_finish(s3x_transfer *t) {
     drun *R = t->ctx;
     int rc = 0;
+    s3x_result *res = R->x->res;
+    if (R->kind == DST_FILE && R->ending) {
+        /* The writer thread writes what is queued and fsyncs; the loop goes
+         * on with other transfers meanwhile and is woken when it is done. */
+        if (!s3x_writer_ended(R->writer)) return 2;
+        s3x_writer_stats ws;
+        int e = s3x_writer_finish(R->writer, &ws);
+        R->writer = NULL;
+        res->writeback_calls = ws.writeback_calls;
+        res->fsyncs += ws.fsyncs;
+        if (e) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(e));
+        /* A filesystem without Unix modes may refuse: the file then stays at
+         * the owner-only mode, which is the safe side. */
+        if (R->replacing) (void)fchmod(R->fd, R->keep_mode);
+        int fd = R->fd;
+        R->fd = -1;
+        if (close(fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
+        if (rename(R->tmp.data, R->path) != 0)
+            return s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", R->path, strerror(errno));
+        R->renamed = 1;
+        res->sync_seconds = s3x_now() - R->t_end;
+        return 0;
+    }
     if (s3x_dlplan_finish(&R->plan, R->kind == DST_STREAM ? R->delivered : R->bytes_done))
         rc = s3x_seterr(s3x_error_last()->code, "GetObject s3://%s/%s: %s", R->bucket, R->key, s3x_error_last()->message);
     if (!rc) rc = validate_checksum(R);
@@ -601,31 +628,14 @@ static int dl_finish(s3x_transfer *t) {
         if (p->stage) s3x_writer_release(R->writer, p->stage);
         p->stage = NULL;
     }
-    s3x_result *res = R->x->res;
-    double t_end = s3x_now();
-    s3x_writer_stats ws;
-    int e = s3x_writer_finish(R->writer, &ws);
-    R->writer = NULL;
-    res->writeback_calls = ws.writeback_calls;
-    if (e) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(e));
-    /* A filesystem without Unix modes may refuse: the file then stays at
-     * the owner-only mode, which is the safe side. */
-    if (R->replacing) (void)fchmod(R->fd, R->keep_mode);
     /* Durable: most of the file is on its way to the disk already (the
-     * writer started its writeback while it wrote), so this wait is short,
-     * which matters on the loop thread. */
-    if (R->x->params[S3X_PARAM_DURABLE]) {
-        res->fsyncs++;
-        if (fsync(R->fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
-    }
-    int fd = R->fd;
-    R->fd = -1;
-    if (close(fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
-    if (rename(R->tmp.data, R->path) != 0)
-        return s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", R->path, strerror(errno));
-    R->renamed = 1;
-    res->sync_seconds = s3x_now() - t_end;
-    return 0;
+     * writer started its writeback while it wrote), so the fsync is short;
+     * it runs on the writer thread all the same, so that a batch's other
+     * transfers never wait for this file's disk. */
+    R->t_end = s3x_now();
+    R->ending = 1;
+    s3x_writer_end_async(R->writer, R->x->params[S3X_PARAM_DURABLE] != 0, wake_loop, R->x->client);
+    return 2;
 }
 
 /* kind.close: the result, then everything the run holds; a file download

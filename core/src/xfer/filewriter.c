@@ -26,6 +26,11 @@ struct s3x_writer {
     int nfree, free_cap;
 
     /* Writeback, on the writer thread only (read by finish after the join). */
+    /* Ending on the writer thread (s3x_writer_end_async). */
+    int sync_at_end;
+    void (*on_end)(void *);
+    void *on_end_arg;
+    int ended;               /* under mu */
     int64_t wb_window;       /* 0 = off */
     int64_t wb_pending;      /* bytes written since the last request */
     int64_t wb_lo, wb_hi;    /* the span they cover */
@@ -95,7 +100,20 @@ static void *writer_main(void *arg) {
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->count && !w->stop) pthread_cond_wait(&w->work, &w->mu);
-        if (!w->count && w->stop) break;
+        if (!w->count && w->stop) {
+            if (w->sync_at_end && !w->err) {
+                pthread_mutex_unlock(&w->mu);
+                int r;
+                do r = fsync(w->fd);
+                while (r != 0 && errno == EINTR);
+                int e = r ? errno : 0;
+                pthread_mutex_lock(&w->mu);
+                if (e && !w->err) w->err = e;
+                w->stats.fsyncs++;
+            }
+            w->ended = 1;
+            break;
+        }
         job j = w->q[w->head];
         w->head = (w->head + 1) % w->cap;
         w->count--;
@@ -110,7 +128,10 @@ static void *writer_main(void *arg) {
         w->busy = 0;
         pthread_cond_broadcast(&w->space);
     }
+    void (*cb)(void *) = w->on_end;
+    void *cb_arg = w->on_end_arg;
     pthread_mutex_unlock(&w->mu);
+    if (cb) cb(cb_arg);
     return NULL;
 }
 
@@ -174,6 +195,23 @@ int s3x_writer_submit(s3x_writer *w, char *buf, size_t len, int64_t off) {
 int s3x_writer_error(s3x_writer *w) {
     pthread_mutex_lock(&w->mu);
     int e = w->err;
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
+void s3x_writer_end_async(s3x_writer *w, int sync, void (*done)(void *), void *arg) {
+    pthread_mutex_lock(&w->mu);
+    w->sync_at_end = sync;
+    w->on_end = done;
+    w->on_end_arg = arg;
+    w->stop = 1;
+    pthread_cond_signal(&w->work);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int s3x_writer_ended(s3x_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    int e = w->ended;
     pthread_mutex_unlock(&w->mu);
     return e;
 }

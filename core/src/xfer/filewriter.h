@@ -34,6 +34,7 @@ typedef struct s3x_writer s3x_writer;
 typedef struct s3x_writer_stats {
     int64_t writeback_calls;    /* writeback requests made to the kernel */
     int64_t bytes_written;      /* bytes pwritten (a retried range counts again) */
+    int64_t fsyncs;             /* fsyncs made by s3x_writer_end_async */
 } s3x_writer_stats;
 
 /* At most max_queued buffers wait for the writer; submit blocks beyond that.
@@ -51,6 +52,13 @@ void s3x_writer_release(s3x_writer *w, char *buf);
 int s3x_writer_submit(s3x_writer *w, char *buf, size_t len, int64_t off);
 /* The errno of a failed write so far, or 0 (does not wait). */
 int s3x_writer_error(s3x_writer *w);
+/* Ends the writer on its own thread, so the loop thread does not wait on the
+ * disk: every queued write, then an fsync of the file when sync, then
+ * done(arg) on the writer thread (to wake the loop). Nothing may be submitted
+ * afterwards; s3x_writer_finish then collects the outcome at once. */
+void s3x_writer_end_async(s3x_writer *w, int sync, void (*done)(void *), void *arg);
+/* 1 once the writer has ended (after s3x_writer_end_async), else 0. */
+int s3x_writer_ended(s3x_writer *w);
 /* Waits for every queued write, stops the thread, frees everything; returns
  * the errno of the first failed write, or 0. Accepts NULL. stats, when not
  * NULL, receives what the writer did (zeros for NULL w). */

@@ -309,9 +309,9 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
         }
         if (!busy(t) && !t->kind->more(t)) {
             int f = t->kind->finish ? t->kind->finish(t) : 0;
-            if (f > 0) { /* its last request was queued: started without waiting */
+            if (f > 0) { /* still finishing */
                 running++;
-                queued = 1;
+                if (f == 1) queued = 1; /* its last request was queued: started without waiting */
                 continue;
             }
             if (f < 0) {

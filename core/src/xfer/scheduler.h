@@ -105,8 +105,9 @@ typedef struct s3x_kind {
     int (*hold)(struct s3x_transfer *t);
     /* Optional: every part is done and the transfer did not fail: its last
      * steps (CompleteMultipartUpload; a file's sync and rename). 0: done;
-     * 1: a side part was queued, call again once nothing is busy; <0: the
-     * transfer failed (thread error set). */
+     * 1: a side part was queued, call again once nothing is busy; 2: waiting
+     * for something off the loop (a file's fsync on its writer thread), which
+     * wakes the loop when done; <0: the transfer failed (thread error set). */
     int (*finish)(struct s3x_transfer *t);
     /* Called by the transfer's owner once it stopped (rc: 0 or its error):
      * aborts what a failure left (a multipart upload, a temporary file),
