@@ -105,6 +105,9 @@ static void put_result(FILE *f, const s3x_result *r) {
     field_i64(f, "pool_bytes_allocated", r->pool_bytes_allocated);
     field_i64(f, "peak_buffer_bytes", r->peak_buffer_bytes);
     field_i64(f, "buffer_waits", r->buffer_waits);
+    field_i64(f, "fsyncs", r->fsyncs);
+    field_i64(f, "writeback_calls", r->writeback_calls);
+    field_dbl(f, "sync_seconds", r->sync_seconds);
     fprintf(f, ",\"multipart\":%s", r->multipart ? "true" : "false");
     /* Fixed-size arrays the library fills: bounded in case one is not terminated. */
     char etag[sizeof r->etag + 1], upload_id[sizeof r->upload_id + 1];
