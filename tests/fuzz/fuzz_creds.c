@@ -162,7 +162,12 @@ static void fuzz_time(const char *x, size_t n) {
         time_t tt = (time_t)t;
         struct tm tm;
         char back[32];
-        if (gmtime_r(&tt, &tm) && strftime(back, sizeof back, "%Y-%m-%dT%H:%M:%SZ", &tm) && !strstr(x, ":60Z")) {
+        /* Formatted by hand: strftime's %Y does not pad years below 1000
+         * ("0026" would come back as "26"; found by this target). */
+        if (gmtime_r(&tt, &tm) &&
+            snprintf(back, sizeof back, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec) == 20 &&
+            !strstr(x, ":60Z")) {
             /* Day 31 of a short month rolls over, as timegm does: only check
              * dates that exist. */
             int day = (x[8] - '0') * 10 + (x[9] - '0');
