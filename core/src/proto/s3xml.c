@@ -820,6 +820,10 @@ int s3x_xml_parse_sts(const char *xml, size_t len, const char *action, s3x_xml_s
             if (rc == ABSENT) rc = missing(names[i], "Credentials", what);
             else if (!rc && !*fields[i]) rc = s3x_seterr(S3X_EXML, "empty <%s> in %s response", names[i], what);
         }
+        /* Every field present and non-empty, whatever path the loop took
+         * (a field read from a recovered, malformed document included). */
+        for (size_t i = 0; !rc && i < 4; i++)
+            if (!*fields[i] || !**fields[i]) rc = s3x_seterr(S3X_EXML, "empty <%s> in %s response", names[i], what);
     }
     if (rc) s3x_xml_sts_free(out);
     xmlFreeDoc(doc);
