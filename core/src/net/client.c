@@ -189,32 +189,14 @@ int s3x_client_get(const s3x_client *c, s3x_param p, int64_t *v) {
 const char *s3x_client_endpoint(const s3x_client *c) { return c ? c->endpoint : NULL; }
 const char *s3x_client_region(const s3x_client *c) { return c ? c->region : NULL; }
 
-static const char *env_nonempty(const char *name) {
-    const char *v = getenv(name);
-    return (v && *v) ? v : NULL;
-}
-
 /* ---- shared config / credentials files (INI) -------------------------- */
-
-static char *home_path(const char *env, const char *rel) {
-    const char *p = env_nonempty(env);
-    if (p) return xstrdup(p);
-    const char *home = env_nonempty("HOME");
-    if (!home) return NULL;
-    s3x_buf b = S3X_BUF_INIT;
-    if (s3x_buf_printf(&b, "%s/%s", home, rel)) {
-        s3x_buf_free(&b);
-        return NULL;
-    }
-    return s3x_buf_detach(&b);
-}
 
 /* A profile's setting from the shared config file ("[default]" or
  * "[profile NAME]"): 0 with *out a malloc'd value or NULL when absent, or a
  * negative code when the file is malformed. */
 static int profile_config(const char *profile, const char *key, char **out) {
     *out = NULL;
-    char *path = home_path("AWS_CONFIG_FILE", ".aws/config");
+    char *path = s3x_home_path("AWS_CONFIG_FILE", ".aws/config");
     if (!path) return 0;
     s3x_ini *ini = NULL;
     int rc = s3x_ini_load(path, "shared config file", S3X_EINVAL, &ini);
@@ -240,13 +222,13 @@ int s3x_client_resolve(s3x_client *c) {
     int rc;
     clear_resolved(c);
     const char *explicit_profile = c->opt[S3X_CLIENT_PROFILE];
-    const char *profile = explicit_profile ? explicit_profile : env_nonempty("AWS_PROFILE");
+    const char *profile = explicit_profile ? explicit_profile : s3x_env_nonempty("AWS_PROFILE");
     if (!profile) profile = "default";
 
     /* region */
     const char *region = c->opt[S3X_CLIENT_REGION], *region_src = "the client's region option";
-    if (!region && (region = env_nonempty("AWS_REGION"))) region_src = "AWS_REGION";
-    if (!region && (region = env_nonempty("AWS_DEFAULT_REGION"))) region_src = "AWS_DEFAULT_REGION";
+    if (!region && (region = s3x_env_nonempty("AWS_REGION"))) region_src = "AWS_REGION";
+    if (!region && (region = s3x_env_nonempty("AWS_DEFAULT_REGION"))) region_src = "AWS_DEFAULT_REGION";
     char *cfg_region = NULL;
     int cfg_rc = region ? 0 : profile_config(profile, "region", &cfg_region);
     if (cfg_rc) return cfg_rc;
@@ -265,8 +247,8 @@ int s3x_client_resolve(s3x_client *c) {
 
     /* endpoint */
     const char *ep = c->opt[S3X_CLIENT_ENDPOINT_URL];
-    if (!ep) ep = env_nonempty("AWS_ENDPOINT_URL_S3");
-    if (!ep) ep = env_nonempty("AWS_ENDPOINT_URL");
+    if (!ep) ep = s3x_env_nonempty("AWS_ENDPOINT_URL_S3");
+    if (!ep) ep = s3x_env_nonempty("AWS_ENDPOINT_URL");
     s3x_buf eb = S3X_BUF_INIT;
     if (ep) {
         if ((rc = check_endpoint(ep))) return rc;
@@ -302,7 +284,7 @@ int s3x_client_resolve(s3x_client *c) {
     }
 
     const char *ca = c->opt[S3X_CLIENT_CA_BUNDLE];
-    if (!ca) ca = env_nonempty("AWS_CA_BUNDLE");
+    if (!ca) ca = s3x_env_nonempty("AWS_CA_BUNDLE");
     if (ca && !(c->ca_bundle = xstrdup(ca))) goto oom;
 
     /* credentials: the provider chain (creds.c), last, because STS calls

@@ -105,7 +105,7 @@ typedef struct ctx {
     s3x_buf tried;
 } ctx;
 
-static const char *env_nonempty(const char *name) {
+const char *s3x_env_nonempty(const char *name) {
     const char *v = getenv(name);
     return (v && *v) ? v : NULL;
 }
@@ -119,10 +119,10 @@ static void note(ctx *x, const char *provider, const char *fmt, ...) {
     va_end(ap);
 }
 
-static char *home_path(const char *env, const char *rel) {
-    const char *p = env_nonempty(env);
+char *s3x_home_path(const char *env, const char *rel) {
+    const char *p = s3x_env_nonempty(env);
     if (p) return s3x_strndup(p, strlen(p));
-    const char *home = env_nonempty("HOME");
+    const char *home = s3x_env_nonempty("HOME");
     if (!home) return NULL;
     s3x_buf b = S3X_BUF_INIT;
     if (s3x_buf_printf(&b, "%s/%s", home, rel)) {
@@ -135,11 +135,11 @@ static char *home_path(const char *env, const char *rel) {
 static int load_files(ctx *x) {
     if (x->loaded) return 0;
     x->loaded = 1;
-    char *p = home_path("AWS_CONFIG_FILE", ".aws/config");
+    char *p = s3x_home_path("AWS_CONFIG_FILE", ".aws/config");
     int rc = p ? s3x_ini_load(p, "shared config file", S3X_ECREDENTIALS, &x->cfg) : 0;
     free(p);
     if (rc) return rc;
-    p = home_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
+    p = s3x_home_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
     rc = p ? s3x_ini_load(p, "shared credentials file", S3X_ECREDENTIALS, &x->cred) : 0;
     free(p);
     return rc;
@@ -147,7 +147,7 @@ static int load_files(ctx *x) {
 
 static const char *profile_name(const ctx *x) {
     if (x->s->profile) return x->s->profile;
-    const char *p = env_nonempty("AWS_PROFILE");
+    const char *p = s3x_env_nonempty("AWS_PROFILE");
     return p ? p : "default";
 }
 
@@ -295,8 +295,8 @@ static int form_add(s3x_buf *b, const char *k, const char *v) {
 }
 
 static int sts_endpoint(const ctx *x, s3x_buf *url) {
-    const char *ep = env_nonempty("AWS_ENDPOINT_URL_STS");
-    if (!ep) ep = env_nonempty("AWS_ENDPOINT_URL");
+    const char *ep = s3x_env_nonempty("AWS_ENDPOINT_URL_STS");
+    if (!ep) ep = s3x_env_nonempty("AWS_ENDPOINT_URL");
     if (ep) {
         size_t n = strlen(ep);
         while (n && ep[n - 1] == '/') n--;
@@ -394,7 +394,7 @@ static void session_name(char out[48]) { snprintf(out, 48, "s3xfer-session-%lld"
 /* ---- environment ---------------------------------------------------------- */
 
 static int try_env(ctx *x, s3x_creds **out) {
-    const char *ak = env_nonempty("AWS_ACCESS_KEY_ID"), *sk = env_nonempty("AWS_SECRET_ACCESS_KEY");
+    const char *ak = s3x_env_nonempty("AWS_ACCESS_KEY_ID"), *sk = s3x_env_nonempty("AWS_SECRET_ACCESS_KEY");
     if (!ak && !sk) {
         note(x, "env", "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set");
         return 0;
@@ -402,8 +402,8 @@ static int try_env(ctx *x, s3x_creds **out) {
     if (!ak || !sk)
         return s3x_seterr(S3X_ECREDENTIALS, "%s is set but %s is not", ak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
                           ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
-    const char *tok = env_nonempty("AWS_SESSION_TOKEN");
-    if (!tok) tok = env_nonempty("AWS_SECURITY_TOKEN");
+    const char *tok = s3x_env_nonempty("AWS_SESSION_TOKEN");
+    if (!tok) tok = s3x_env_nonempty("AWS_SECURITY_TOKEN");
     return make(out, ak, sk, tok, 0);
 }
 
@@ -470,9 +470,9 @@ static int web_identity(ctx *x, const char *token_file, const char *role_arn, co
 
 static int try_web_identity(ctx *x, s3x_creds **out) {
     const char *profile = profile_name(x);
-    const char *file = env_nonempty("AWS_WEB_IDENTITY_TOKEN_FILE");
-    const char *arn = env_nonempty("AWS_ROLE_ARN");
-    const char *sess = env_nonempty("AWS_ROLE_SESSION_NAME");
+    const char *file = s3x_env_nonempty("AWS_WEB_IDENTITY_TOKEN_FILE");
+    const char *arn = s3x_env_nonempty("AWS_ROLE_ARN");
+    const char *sess = s3x_env_nonempty("AWS_ROLE_SESSION_NAME");
     if (!file) file = cfg_get(x, profile, "web_identity_token_file");
     if (!arn) arn = cfg_get(x, profile, "role_arn");
     if (!sess) sess = cfg_get(x, profile, "role_session_name");
@@ -747,8 +747,8 @@ static int host_allowed(const char *url, char *host_out, size_t cap) {
 }
 
 static int container(ctx *x, s3x_creds **out) {
-    const char *rel = env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-    const char *full = env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    const char *rel = s3x_env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+    const char *full = s3x_env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI");
     s3x_buf url = S3X_BUF_INIT;
     int rc = 0;
     if (rel) {
@@ -763,9 +763,9 @@ static int container(ctx *x, s3x_creds **out) {
     }
     if (rc) return s3x_seterr(S3X_ENOMEM, "out of memory");
     char *token = NULL;
-    const char *tfile = env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+    const char *tfile = s3x_env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
     if (tfile) rc = read_small_file(tfile, "container authorization token file", 16 * 1024, &token);
-    else if (env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN"))
+    else if (s3x_env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN"))
         token = s3x_strndup(getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN"), strlen(getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN")));
     if (!rc && token && strpbrk(token, "\r\n"))
         rc = s3x_seterr(S3X_ECREDENTIALS, "the container authorization token holds a line break (not a legal header value)");
@@ -806,7 +806,7 @@ static int container(ctx *x, s3x_creds **out) {
 }
 
 static int try_container(ctx *x, s3x_creds **out) {
-    if (!env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") && !env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+    if (!s3x_env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") && !s3x_env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
         note(x, "container-role", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and _FULL_URI are not set");
         return 0;
     }
@@ -844,7 +844,7 @@ static int imds(ctx *x, s3x_creds **out) {
         note(x, "iam-role", "AWS_EC2_METADATA_DISABLED is true");
         return 0;
     }
-    const char *ep = env_nonempty("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    const char *ep = s3x_env_nonempty("AWS_EC2_METADATA_SERVICE_ENDPOINT");
     char base[512];
     snprintf(base, sizeof base, "%s", ep ? ep : "http://169.254.169.254");
     for (size_t n = strlen(base); n && base[n - 1] == '/'; n--) base[n - 1] = '\0';
@@ -1049,7 +1049,7 @@ static int assume_role(ctx *x, const char *profile, const char **visited, size_t
             rc = s3x_seterr(S3X_ECREDENTIALS, "profile '%s': credential_source Environment but %s", profile,
                             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set");
     } else if (!strcmp(cs, "EcsContainer")) {
-        if (!env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") && !env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI"))
+        if (!s3x_env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") && !s3x_env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI"))
             return s3x_seterr(S3X_ECREDENTIALS, "profile '%s': credential_source EcsContainer but no container "
                               "credentials are configured", profile);
         rc = container(x, &source);
@@ -1153,7 +1153,7 @@ static int run(s3x_cred_source *s, kind only, s3x_creds **out) {
         static const kind order[] = {K_ENV, K_ASSUME_ROLE, K_WEB_IDENTITY, K_SHARED_FILE, K_PROCESS,
                                      K_CONFIG_FILE, K_CONTAINER, K_IMDS};
         const char *profile = profile_name(&x);
-        int named = s->profile || env_nonempty("AWS_PROFILE");
+        int named = s->profile || s3x_env_nonempty("AWS_PROFILE");
         for (size_t i = 0; i < sizeof order / sizeof order[0] && !rc; i++) {
             if (order[i] == K_ENV && s->explicit_profile) {
                 note(&x, "env", "skipped: a profile was given");

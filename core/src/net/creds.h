@@ -77,4 +77,9 @@ void s3x_creds_windows(const s3x_creds *c, double *advisory, double *mandatory);
 int s3x_split_command(const char *cmd, char ***argv, const char **why);
 void s3x_argv_free(char **argv);
 
+/* An environment variable's value, or NULL when unset or empty. */
+const char *s3x_env_nonempty(const char *name);
+/* The path in variable env, else $HOME/rel; NULL without either (malloc'd). */
+char *s3x_home_path(const char *env, const char *rel);
+
 #endif
