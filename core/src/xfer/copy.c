@@ -418,6 +418,29 @@ static const s3x_kind copy_kind = {
     .close = cp_close,
 };
 
+/* Some servers (SeaweedFS) create a missing bucket on the first write; a
+ * copy into a bucket that does not exist must fail instead, as an upload
+ * does (upload.c). A client checks each bucket once and remembers it. */
+static int check_dst_bucket(crun *R) {
+    s3x_client *c = R->x->client;
+    if (s3x_client_bucket_known(c, R->dst_bucket)) return 0;
+    s3x_http_req r;
+    s3x_req_new(&r);
+    int rc = s3x_req_head_bucket(&r, R->dst_bucket);
+    if (!rc) rc = s3x_xfer_perform(R->x, &r);
+    long status = r.status;
+    s3x_http_req_reset(c, &r);
+    if (rc == 0) {
+        s3x_client_bucket_remember(c, R->dst_bucket);
+        return 0;
+    }
+    if (status == 404)
+        return s3x_seterr_http(S3X_EHTTP, 404, "NoSuchBucket", NULL, "copy to s3://%s/%s: bucket %s does not exist",
+                               R->dst_bucket, R->dst_key, R->dst_bucket);
+    if (status == 403) return 0; /* not allowed to ask: let the copy itself tell */
+    return rc;
+}
+
 int s3x_copy_open(s3x_sched *S, s3x_xfer *x, const char *src_bucket, const char *src_key, const char *dst_bucket,
                   const char *dst_key, const s3x_copy_opts *opts, s3x_transfer **out) {
     int rc = s3x_check_target(src_bucket, src_key);
@@ -448,6 +471,7 @@ int s3x_copy_open(s3x_sched *S, s3x_xfer *x, const char *src_bucket, const char 
     R->t.key = dst_key;
     R->phase = PH_HEAD;
     rc = s3x_req_copy_source(src_bucket, src_key, &R->source);
+    if (!rc) rc = check_dst_bucket(R);
     int64_t c = x->params[S3X_PARAM_CONCURRENCY];
     if (!rc) rc = s3x_sched_add(S, &R->t, &copy_kind, R, x, (int)(c > 0 ? c : 1), 1);
     if (rc) {
