@@ -316,3 +316,19 @@ def test_cli_cp_between_s3_urls(cli, boto, bucket, bucket2, big):
     assert p.returncode == 1 and rec["outcome"] == "failed" and rec["error"]["s3_code"] == "NoSuchKey"
     p = subprocess.run([cli, "cp", f"s3://{bucket}/", f"s3://{bucket}/x"], capture_output=True, timeout=60)
     assert p.returncode == 2 and b"source needs a key" in p.stderr
+
+
+@pytest.mark.parametrize("size", [MiB, 20 * MiB], ids=["CopyObject", "multipart"])
+def test_full_object_checksum_is_preserved(client, boto, bucket, size):
+    """A source with a full-object CRC32 keeps it: CopyObject asks for the
+    algorithm, a multipart copy creates its upload with the algorithm and
+    checksum type FULL_OBJECT, so the server combines the parts' CRCs
+    (SeaweedFS does; without FULL_OBJECT it stores a composite "...-N")."""
+    data = os.urandom(size)
+    boto.put_object(Bucket=bucket, Key="ck", Body=data, ChecksumAlgorithm="CRC32")
+    want = boto.head_object(Bucket=bucket, Key="ck", ChecksumMode="ENABLED")["ChecksumCRC32"]
+    r = client.copy(bucket, "ck", bucket, "dst", config=CFG8)
+    assert r.multipart == (size > 8 * MiB)
+    h = boto.head_object(Bucket=bucket, Key="dst", ChecksumMode="ENABLED")
+    assert h["ChecksumCRC32"] == want and "-" not in want
+    assert body(boto, bucket, "dst") == data
