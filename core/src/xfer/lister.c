@@ -20,7 +20,10 @@ struct s3x_lister {
     int fetching;                   /* the side part is queued or in flight */
     int fetched_last;               /* the page that is not truncated has arrived */
     int64_t pages;
-    char *last_key;                 /* the greatest key so far (order check) */
+    char *server;                   /* the Server header of the first page, or NULL */
+    int order;                      /* S3X_ORDER_*: the order keys are checked to ascend in */
+    char *last_key;                 /* the last key given out (order check) */
+    int64_t given;
     int closed;
 };
 
@@ -47,27 +50,7 @@ static int ls_take(s3x_transfer *t, s3x_part *p) {
     int rc = s3x_xml_parse_list_objects(r->resp_body.data, r->resp_body.len, &lo);
     if (rc) return rc;
     l->pages++;
-    for (size_t i = 0; i < lo.nobjects; i++) {
-        const char *k = lo.objects[i].key;
-        if (!k || strncmp(k, l->prefix, l->prefix_len) != 0) {
-            rc = s3x_seterr(S3X_EXML, "listing s3://%s/%s: page %lld holds a key outside the prefix", l->bucket,
-                            l->prefix, (long long)l->pages);
-            break;
-        }
-        if (l->last_key && strcmp(k, l->last_key) <= 0) {
-            rc = s3x_seterr(S3X_EXML,
-                            "listing s3://%s/%s: page %lld repeats or reorders keys (keys must come in ascending "
-                            "order; a repeated continuation token does this)",
-                            l->bucket, l->prefix, (long long)l->pages);
-            break;
-        }
-        free(l->last_key);
-        l->last_key = strdup(k);
-        if (!l->last_key) {
-            rc = s3x_seterr(S3X_ENOMEM, "out of memory");
-            break;
-        }
-    }
+    if (l->pages == 1 && r->server) l->server = strdup(r->server);
     if (!rc && lo.is_truncated && (!lo.next_continuation_token || !*lo.next_continuation_token))
         rc = s3x_seterr(S3X_EXML, "listing s3://%s/%s: page %lld is truncated but has no continuation token",
                         l->bucket, l->prefix, (long long)l->pages);
@@ -183,10 +166,59 @@ int s3x_lister_open(s3x_sched *S, const int64_t *params, const char *bucket, con
     return 0;
 }
 
+int s3x_order_cmp(const char *a, const char *b, int order) {
+    if (order != S3X_ORDER_SEGMENTS) return strcmp(a, b);
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    for (;; x++, y++) {
+        /* '/' sorts below every other byte; the end of a string below all. */
+        int cx = *x == '/' ? 1 : *x ? *x + 1 : 0;
+        int cy = *y == '/' ? 1 : *y ? *y + 1 : 0;
+        if (cx != cy || !cx) return cx - cy;
+    }
+}
+
+/* A key given out must be under the prefix and after the one before it. */
+static int check_key(s3x_lister *l, const char *k) {
+    if (!k || strncmp(k, l->prefix, l->prefix_len) != 0)
+        return s3x_seterr(S3X_EXML, "listing s3://%s/%s: page %lld holds a key outside the prefix", l->bucket,
+                          l->prefix, (long long)l->pages);
+    if (l->last_key) {
+        int ok = l->order == S3X_ORDER_ANY ? (strcmp(k, l->last_key) > 0 ||
+                                              s3x_order_cmp(k, l->last_key, S3X_ORDER_SEGMENTS) > 0)
+                                           : s3x_order_cmp(k, l->last_key, l->order) > 0;
+        if (!ok)
+            return s3x_seterr(S3X_EXML,
+                              "listing s3://%s/%s: the server %s keys (after key %lld of the listing, in %s order); "
+                              "a repeated continuation token does this",
+                              l->bucket, l->prefix, strcmp(k, l->last_key) ? "reorders" : "repeats",
+                              (long long)l->given,
+                              l->order == S3X_ORDER_SEGMENTS ? "directory" : l->order == S3X_ORDER_BYTES ? "byte" : "any");
+    }
+    size_t n = strlen(k);
+    char *c = realloc(l->last_key, n + 1);
+    if (!c) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    memcpy(c, k, n + 1);
+    l->last_key = c;
+    l->given++;
+    return 0;
+}
+
+void s3x_lister_set_order(s3x_lister *l, int order) { l->order = order; }
+
+const char *s3x_lister_server(const s3x_lister *l) { return l->server; }
+
+int s3x_lister_pages(const s3x_lister *l) { return l ? (int)l->pages : 0; }
+
 int s3x_lister_next(s3x_lister *l, const s3x_xml_object **obj) {
     for (;;) {
         if (l->have_cur && l->pos < l->cur.nobjects) {
-            *obj = &l->cur.objects[l->pos++];
+            const s3x_xml_object *o = &l->cur.objects[l->pos++];
+            int rc = check_key(l, o->key);
+            if (rc) {
+                s3x_xfer_fail(&l->x); /* the loop stops the listing's transfer */
+                return rc;
+            }
+            *obj = o;
             return 1;
         }
         if (l->have_cur) {
@@ -225,6 +257,7 @@ void s3x_lister_free(s3x_lister *l) {
     s3x_xfer_destroy(&l->x);
     free(l->token);
     free(l->last_key);
+    free(l->server);
     free(l->bucket);
     free(l->prefix);
     free(l);
