@@ -29,13 +29,16 @@
 #include <unistd.h>
 
 enum { IT_QUEUED, IT_RUNNING, IT_DONE };
-enum { HOW_FILE, HOW_MEM, HOW_STREAM };
+enum { HOW_FILE, HOW_MEM, HOW_STREAM, HOW_COPY };
 
 typedef struct item {
     s3x_batch_id id;
     int upload;               /* 1 upload, 0 download */
     int how;                  /* HOW_* */
     char *bucket, *key, *path;
+    char *src_bucket, *src_key;    /* HOW_COPY: the source (bucket, key: the destination) */
+    char *content_type, *if_match; /* HOW_COPY options */
+    int directive;
     const void *data;         /* upload memory */
     void *buf;                /* download memory */
     size_t len;               /* data's length or buf's capacity */
@@ -137,6 +140,10 @@ static void item_free(item *it) {
     free(it->bucket);
     free(it->key);
     free(it->path);
+    free(it->src_bucket);
+    free(it->src_key);
+    free(it->content_type);
+    free(it->if_match);
     s3x_saved_error_free(&it->err);
     free(it);
 }
@@ -177,6 +184,7 @@ static int add(s3x_batch *b, item *proto, const s3x_batch_cb *cb, s3x_batch_id *
     if (!b) return s3x_seterr(S3X_EINVAL, "batch is NULL");
     int rc = s3x_check_target(proto->bucket, proto->key);
     if (rc) return rc;
+    if (proto->how == HOW_COPY && (rc = s3x_check_target(proto->src_bucket, proto->src_key))) return rc;
     if (proto->how == HOW_FILE && (!proto->path || !*proto->path)) return s3x_seterr(S3X_EINVAL, "path is empty");
     if (proto->upload && proto->how == HOW_MEM && proto->len && !proto->data)
         return s3x_seterr(S3X_EINVAL, "data is NULL but len is %zu", proto->len);
@@ -190,6 +198,10 @@ static int add(s3x_batch *b, item *proto, const s3x_batch_cb *cb, s3x_batch_id *
     it->bucket = dup_or_null(proto->bucket, &oom);
     it->key = dup_or_null(proto->key, &oom);
     it->path = dup_or_null(proto->path, &oom);
+    it->src_bucket = dup_or_null(proto->src_bucket, &oom);
+    it->src_key = dup_or_null(proto->src_key, &oom);
+    it->content_type = dup_or_null(proto->content_type, &oom);
+    it->if_match = dup_or_null(proto->if_match, &oom);
     if (cb) it->cb = *cb;
     it->state = IT_QUEUED;
     pthread_mutex_lock(&b->mu);
@@ -276,6 +288,23 @@ int s3x_batch_download_stream(s3x_batch *b, const char *bucket, const char *key,
     item p = {.upload = 0, .how = HOW_STREAM, .bucket = (char *)bucket, .key = (char *)key, .fd = -1,
               .write_fn = write_fn, .io_payload = write_payload};
     return add(b, &p, cb, id);
+}
+
+int s3x_batch_copy_ex(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                      const char *dst_key, const s3x_copy_opts *opts, const s3x_batch_cb *cb, s3x_batch_id *id) {
+    if (opts && opts->metadata_directive != S3X_METADATA_COPY && opts->metadata_directive != S3X_METADATA_REPLACE)
+        return s3x_seterr(S3X_EINVAL, "metadata_directive %d is neither S3X_METADATA_COPY nor S3X_METADATA_REPLACE",
+                          opts->metadata_directive);
+    item p = {.upload = 1, .how = HOW_COPY, .bucket = (char *)dst_bucket, .key = (char *)dst_key, .fd = -1,
+              .src_bucket = (char *)src_bucket, .src_key = (char *)src_key,
+              .content_type = opts ? (char *)opts->content_type : NULL, .if_match = opts ? (char *)opts->if_match : NULL,
+              .directive = opts ? opts->metadata_directive : S3X_METADATA_COPY};
+    return add(b, &p, cb, id);
+}
+
+int s3x_batch_copy(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                   const char *dst_key, const s3x_batch_cb *cb, s3x_batch_id *id) {
+    return s3x_batch_copy_ex(b, src_bucket, src_key, dst_bucket, dst_key, NULL, cb, id);
 }
 
 /* ---- the loop ---------------------------------------------------------------------- */
@@ -370,7 +399,10 @@ static void open_item(s3x_batch *b, item *it) {
     const char *bk = it->bucket, *k = it->key;
     int rc;
     s3x_transfer *t = NULL;
-    if (it->upload) {
+    if (it->how == HOW_COPY) {
+        s3x_copy_opts o = {it->directive, it->content_type, it->if_match};
+        rc = s3x_copy_open(S, x, it->src_bucket, it->src_key, bk, k, &o, &t);
+    } else if (it->upload) {
         rc = it->how == HOW_FILE  ? s3x_upload_open_file(S, x, bk, k, it->path, &t)
              : it->how == HOW_MEM ? s3x_upload_open_memory(S, x, bk, k, it->data, it->len, &t)
                                   : s3x_upload_open_stream(S, x, bk, k, it->fd, it->read_fn, it->io_payload, &t);
@@ -417,7 +449,7 @@ static void activate(s3x_batch *b) {
         pthread_mutex_unlock(&b->mu);
         if (cancelled) {
             finish_item(b, it, s3x_seterr(S3X_ECANCELLED, "%s s3://%s/%s cancelled",
-                                          it->upload ? "upload to" : "download of", it->bucket, it->key));
+                                          it->how == HOW_COPY ? "copy to" : it->upload ? "upload to" : "download of", it->bucket, it->key));
         } else if (need > b->budget.limit) {
             finish_item(b, it, s3x_seterr(S3X_ENOMEM, "%s s3://%s/%s: a part buffer of %" PRId64
                                           " bytes cannot fit the batch's memory_limit %" PRId64
