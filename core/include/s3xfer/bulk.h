@@ -10,9 +10,11 @@
  * the whole tree or listing, and transfers start while the listing goes on.
  *
  * Order and keys: a local file's key is the prefix followed by its path
- * relative to the directory, with '/' separators. Walks are in ascending
- * byte order of those relative paths, the order in which S3 lists keys, so
- * a sync is a streaming merge of the two sorted sequences.
+ * relative to the directory, with '/' separators. A prefix that does not
+ * end in '/' is taken as a folder: "photos" means "photos/". Walks are in
+ * the order the server lists keys in (S3's byte order, or directory order:
+ * see S3X_BULK_LISTING_*), so a sync is a streaming merge of the two sorted
+ * sequences.
  *
  * Safety of downloads: a key becomes a path beneath the directory given,
  * or it is refused for that object with the reason (S3X_BULK_REFUSED):
@@ -108,6 +110,14 @@ typedef int (*s3x_bulk_progress_fn)(const s3x_bulk_summary *sofar, void *payload
 #define S3X_BULK_DRYRUN 0x4u          /* report what would be done, change nothing */
 #define S3X_BULK_EXACT 0x8u           /* sync: compare content (ETag/MD5 where the object has one)
                                          rather than size and modification time */
+/* A sync merges the local walk with the listing, so both must come in the
+ * same order. S3 lists keys in byte order; servers built on a directory
+ * tree list each directory's entries by name, so "a/b" comes before "a-b"
+ * (directory order). A sync takes directory order when the server says it
+ * is SeaweedFS (its Server header), else byte order; these force one. A
+ * listing that does not ascend in the order taken fails the sync. */
+#define S3X_BULK_LISTING_BYTES 0x10u
+#define S3X_BULK_LISTING_DIRS 0x20u
 
 /* Creates a bulk job that sends through client (borrowed). */
 S3X_API int s3x_bulk_new(s3x_bulk **out, s3x_client *client);
