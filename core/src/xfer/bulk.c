@@ -170,6 +170,7 @@ static const char *action_name(s3x_bulk_action a) {
     case S3X_BULK_DELETE_REMOTE:
     case S3X_BULK_DELETE_LOCAL: return "delete";
     case S3X_BULK_MKDIR: return "mkdir";
+    case S3X_BULK_REFUSED: return "refused";
     default: return "object";
     }
 }
