@@ -90,6 +90,7 @@ struct s3x_http_req {
     long status;
     s3x_buf resp_body;
     char *etag, *request_id, *content_range, *content_type, *last_modified, *version_id;
+    char *server;              /* the Server header (which S3 implementation answered) */
     double retry_after_s;      /* Retry-After in seconds (bounded by S3X_RETRY_AFTER_MAX_S); -1 when absent */
     int checksum_kind;         /* s3x_checksum of an x-amz-checksum-* response header, or 0 */
     char *checksum_value;      /* its value (base64; "...-N" for composite checksums) */

@@ -166,6 +166,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     else if (header_is(line, n, "content-type", &v, &vl)) set_field(&r->content_type, v, vl);
     else if (header_is(line, n, "last-modified", &v, &vl)) set_field(&r->last_modified, v, vl);
     else if (header_is(line, n, "x-amz-version-id", &v, &vl)) set_field(&r->version_id, v, vl);
+    else if (header_is(line, n, "server", &v, &vl)) set_field(&r->server, v, vl);
     else if (header_is(line, n, "x-amz-checksum-crc32c", &v, &vl)) {
         set_field(&r->checksum_value, v, vl);
         r->checksum_kind = S3X_CHECKSUM_CRC32C;
@@ -783,10 +784,11 @@ void s3x_http_req_reset(s3x_client *c, s3x_http_req *r) {
     free(r->content_type);
     free(r->last_modified);
     free(r->version_id);
+    free(r->server);
     free(r->checksum_value);
     r->checksum_value = NULL;
     r->checksum_kind = 0;
-    r->etag = r->request_id = r->content_range = r->content_type = r->last_modified = r->version_id = NULL;
+    r->etag = r->request_id = r->content_range = r->content_type = r->last_modified = r->version_id = r->server = NULL;
     r->status = 0;
     r->got_status = 0;
     r->bytes_in = r->bytes_out = 0;
