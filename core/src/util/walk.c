@@ -44,8 +44,15 @@ static int key_at(const wk_ent *e, size_t i) {
     return -1;
 }
 
-static int ent_cmp(const void *pa, const void *pb) {
+/* arg: non-NULL for directory order (S3X_WALK_DIR_ORDER): names alone, so
+ * a directory's entries come at its name's place. */
+static int ent_cmp(const void *pa, const void *pb, void *arg) {
     const wk_ent *a = pa, *b = pb;
+    if (arg) {
+        size_t m = a->len < b->len ? a->len : b->len;
+        int d = memcmp(a->name, b->name, m);
+        return d ? d : a->len < b->len ? -1 : a->len > b->len;
+    }
     size_t n = a->len < b->len ? a->len : b->len;
     int c = memcmp(a->name, b->name, n);
     if (c) return c;
@@ -143,7 +150,7 @@ static int read_dir(s3x_walk *w, int fd, wk_level *L) {
             L->ents[i].isdir = dirs[i];
         }
         L->n = n;
-        if (n > 1) qsort(L->ents, n, sizeof *L->ents, ent_cmp);
+        if (n > 1) qsort_r(L->ents, n, sizeof *L->ents, ent_cmp, (w->flags & S3X_WALK_DIR_ORDER) ? w : NULL);
     }
     free(offs);
     free(dirs);
@@ -194,7 +201,7 @@ int s3x_walk_open(s3x_walk **out, const char *root, int flags) {
     if (!out) return s3x_seterr(S3X_EINVAL, "s3x_walk_open: out is NULL");
     *out = NULL;
     if (!root || !*root) return s3x_seterr(S3X_EINVAL, "s3x_walk_open: no root directory given");
-    if (flags & ~(S3X_WALK_FOLLOW_SYMLINKS | S3X_WALK_EMPTY_DIRS))
+    if (flags & ~(S3X_WALK_FOLLOW_SYMLINKS | S3X_WALK_EMPTY_DIRS | S3X_WALK_DIR_ORDER))
         return s3x_seterr(S3X_EINVAL, "s3x_walk_open: unknown flags 0x%x", (unsigned)flags);
     int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {

@@ -49,6 +49,11 @@ enum {
      * is_dir 1 and rel ending in '/' ("a/empty/"), at their sorted place:
      * the key an S3 "directory marker" would have. */
     S3X_WALK_EMPTY_DIRS = 1 << 1,
+    /* Directory order instead of S3's byte order: each directory's entries
+     * by name alone, a subdirectory's files at its name's place ("a/x"
+     * before "a-b"), which is how servers built on a directory tree
+     * (SeaweedFS) list keys. */
+    S3X_WALK_DIR_ORDER = 1 << 2,
 };
 
 typedef struct s3x_walk s3x_walk;
