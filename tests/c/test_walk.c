@@ -102,6 +102,8 @@ static int walk_all(const char *root, int flags, list *out) {
     s3x_walk_entry e;
     while ((rc = s3x_walk_next(w, &e)) == 1) {
         char buf[8192];
+        if (e.is_symlink != (e.err && !strcmp(e.message, "symlink (not followed)")))
+            CHECK(0, "is_symlink %d for %s", e.is_symlink, e.rel);
         if (e.err) snprintf(buf, sizeof buf, "%s\tERR:%s", e.rel, e.message);
         else snprintf(buf, sizeof buf, "%s", e.rel);
         list_add(out, buf);
@@ -335,6 +337,13 @@ static void test_special_entries(void) {
     CHECK_INTEQ(got.n, nw, "entries, links not followed");
     for (size_t i = 0; i < nw && i < got.n; i++) CHECK_STREQ(got.v[i], want[i], "links not followed");
     list_free(&got);
+    s3x_walk *w = NULL;
+    int links = 0;
+    s3x_walk_entry en;
+    if (s3x_walk_open(&w, root, 0) == 0)
+        while (s3x_walk_next(w, &en) == 1) links += en.is_symlink;
+    s3x_walk_close(w);
+    CHECK_INTEQ(links, 6, "is_symlink marks the links left alone");
 
     /* Following: files through links, the link to the ancestor is a loop,
      * the self link and the dangling one are errors, the walk goes on. The
