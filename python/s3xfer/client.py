@@ -174,6 +174,13 @@ class Client:
         return (f"s3xfer.Client(endpoint_url={self.endpoint_url!r}, region={self.region!r}, "
                 f"credentials_source={self.credentials_source!r})")
 
+    def _resolve_url(self, bucket: str, key: Optional[str] = None) -> str:
+        """The URL a request for ``bucket`` (and ``key``) would go to, built
+        as every request's URL is, without sending anything (a debugging
+        aid; the request is signed for :attr:`region`)."""
+        with self._handle() as h:
+            return _core.py_client_request_url(h, bucket, key)
+
     @property
     def credentials_refreshes(self) -> int:
         """How many times temporary credentials were refreshed before they

@@ -21,9 +21,12 @@ typedef struct s3x_client s3x_client;
 
 /* String settings of a client. Each one left unset falls back, when the
  * client first sends a request, to:
- *   ENDPOINT_URL   AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then https://s3.<region>.amazonaws.com
+ *   ENDPOINT_URL   AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
+ *                  services section and endpoint_url (unless configured
+ *                  endpoints are ignored), then the S3 endpoint of the
+ *                  region's AWS partition (docs/endpoints.md)
  *   REGION         AWS_REGION, AWS_DEFAULT_REGION, the profile's region in the
- *                  shared config file, then "us-east-1"
+ *                  shared config file, instance metadata, then "us-east-1"
  *   ACCESS_KEY / SECRET_KEY / SESSION_TOKEN
  *                  botocore's credential chain (docs/credentials.md): the
  *                  environment (skipped when PROFILE is set), the profile's
@@ -73,6 +76,13 @@ S3X_API int s3x_client_resolve(s3x_client *client);
  * request); NULL before. Owned by the client. */
 S3X_API const char *s3x_client_endpoint(const s3x_client *client);
 S3X_API const char *s3x_client_region(const s3x_client *client);
+
+/* The URL a request for bucket (and key, or NULL) would be sent to, without
+ * sending anything: resolves the client first. The request is signed for
+ * s3x_client_region. *url is malloc'd (s3x_free).
+ * Errors: those of s3x_client_resolve; S3X_EINVAL for a bucket the
+ * addressing rules refuse; S3X_ENOMEM. */
+S3X_API int s3x_client_request_url(s3x_client *client, const char *bucket, const char *key, char **url);
 
 /* Which credential provider supplied the keys, by botocore's names:
  * "explicit", "env", "assume-role", "assume-role-with-web-identity",

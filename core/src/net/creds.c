@@ -836,24 +836,28 @@ static int imds_get(ctx *x, const char *base, const char *path, const char *toke
     return rc;
 }
 
-/* 1 found, 0 not (with a note), <0 out of memory. Every other failure
- * means "not on EC2" to botocore: a note, and the chain ends there. */
-static int imds(ctx *x, s3x_creds **out) {
-    const char *dis = getenv("AWS_EC2_METADATA_DISABLED");
-    if (dis && !strcasecmp(dis, "true")) {
-        note(x, "iam-role", "AWS_EC2_METADATA_DISABLED is true");
-        return 0;
-    }
+/* The metadata service's base URL (AWS_EC2_METADATA_SERVICE_ENDPOINT for
+ * tests, else the link-local address) into base, and how to show it. */
+static const char *imds_base(char *base, size_t cap) {
     const char *ep = s3x_env_nonempty("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-    char base[512];
-    snprintf(base, sizeof base, "%s", ep ? ep : "http://169.254.169.254");
+    snprintf(base, cap, "%s", ep ? ep : "http://169.254.169.254");
     for (size_t n = strlen(base); n && base[n - 1] == '/'; n--) base[n - 1] = '\0';
     /* The endpoint is the user's own setting, but may carry a password. */
-    const char *shown = strchr(base, '@') ? "(the endpoint)" : base;
-    char *token = NULL;
-    int rc = 0;
+    return strchr(base, '@') ? "(the endpoint)" : base;
+}
+
+static int imds_disabled(void) {
+    const char *dis = getenv("AWS_EC2_METADATA_DISABLED");
+    return dis && !strcasecmp(dis, "true");
+}
+
+/* The IMDSv2 session token: 1 with *token (malloc'd) or with *token NULL
+ * when the service only speaks IMDSv1, 0 when the service is not there or
+ * refused (a note for who), <0 out of memory. */
+static int imds_token(ctx *x, const char *base, const char *shown, const char *who, int attempts, char **token) {
+    *token = NULL;
     http_call h;
-    for (int attempt = 0; attempt < 2; attempt++) {
+    for (int attempt = 0; attempt < attempts; attempt++) {
         memset(&h, 0, sizeof h);
         s3x_buf url = S3X_BUF_INIT;
         if (s3x_buf_printf(&url, "%s/latest/api/token", base)) return s3x_seterr(S3X_ENOMEM, "out of memory");
@@ -862,28 +866,44 @@ static int imds(ctx *x, s3x_creds **out) {
         h.connect_ms = 1000;
         h.total_ms = 1000;
         h.no_proxy = 1;
-        rc = add_header(&h, "X-aws-ec2-metadata-token-ttl-seconds: 21600", NULL);
+        int rc = add_header(&h, "X-aws-ec2-metadata-token-ttl-seconds: 21600", NULL);
         if (!rc) rc = http_run(x, &h, "instance metadata");
         s3x_buf_free(&url);
         if (!rc && h.status == 200 && h.resp.len && h.resp.len < 1024 && !memchr(h.resp.data, '\n', h.resp.len) &&
             !memchr(h.resp.data, '\r', h.resp.len)) {
-            token = s3x_buf_detach(&h.resp);
+            *token = s3x_buf_detach(&h.resp);
         }
         int status = rc ? 0 : (int)h.status;
         http_free(&h);
         if (rc == S3X_ENOMEM) return rc;
-        if (token) break;
-        if (!rc && (status == 403 || status == 404 || status == 405)) break; /* IMDSv1 only: go on without */
+        if (*token) return 1;
+        if (!rc && (status == 403 || status == 404 || status == 405)) return 1; /* IMDSv1 only: go on without */
         if (!rc && status < 500) {
-            note(x, "iam-role", "the metadata service at %s refused a token (HTTP %d)", shown, status);
+            note(x, who, "the metadata service at %s refused a token (HTTP %d)", shown, status);
             return 0;
         }
-        if (attempt == 1) {
-            note(x, "iam-role", "no answer from the metadata service at %s (%s; 2 attempts, 1 s timeouts)", shown,
-                 rc ? s3x_error_last()->message : "server error");
+        if (attempt == attempts - 1) {
+            note(x, who, "no answer from the metadata service at %s (%s; %d attempt%s, 1 s timeouts)", shown,
+                 rc ? s3x_error_last()->message : "server error", attempts, attempts > 1 ? "s" : "");
             return 0;
         }
     }
+    return 0;
+}
+
+/* 1 found, 0 not (with a note), <0 out of memory. Every other failure
+ * means "not on EC2" to botocore: a note, and the chain ends there. */
+static int imds(ctx *x, s3x_creds **out) {
+    if (imds_disabled()) {
+        note(x, "iam-role", "AWS_EC2_METADATA_DISABLED is true");
+        return 0;
+    }
+    char base[512];
+    const char *shown = imds_base(base, sizeof base);
+    char *token = NULL;
+    int rc = imds_token(x, base, shown, "iam-role", 2, &token);
+    if (rc <= 0) return rc;
+    http_call h;
     rc = imds_get(x, base, "/latest/meta-data/iam/security-credentials/", token, &h);
     char role[256] = "";
     if (!rc && h.status == 200 && h.resp.len) {
@@ -1222,4 +1242,35 @@ int s3x_cred_chain_resolve(const s3x_cred_settings *st, s3x_cred_source **src, s
 int s3x_cred_source_fetch(s3x_cred_source *s, s3x_creds **out) {
     *out = NULL;
     return run(s, s->k, out);
+}
+
+int s3x_imds_region(int verify_tls, const char *ca_bundle, char *out, size_t cap) {
+    out[0] = '\0';
+    if (imds_disabled()) return 0;
+    s3x_cred_source src = {.verify_tls = verify_tls, .ca_bundle = (char *)ca_bundle};
+    ctx x;
+    memset(&x, 0, sizeof x);
+    x.s = &src;
+    char base[512];
+    const char *shown = imds_base(base, sizeof base);
+    char *token = NULL;
+    /* One attempt: off EC2 the region lookup must not hold up every client
+     * that has no region configured for long. */
+    int rc = imds_token(&x, base, shown, "region", 1, &token);
+    s3x_buf_free(&x.tried);
+    if (rc <= 0) return rc;
+    http_call h;
+    rc = imds_get(&x, base, "/latest/meta-data/placement/region", token, &h);
+    s3x_free_secret(token);
+    int found = 0;
+    if (!rc && h.status == 200 && h.resp.len && h.resp.len < cap) {
+        memcpy(out, h.resp.data, h.resp.len);
+        out[h.resp.len] = '\0';
+        out[strcspn(out, "\r\n")] = '\0';
+        found = out[0] != '\0';
+    }
+    http_free(&h);
+    s3x_buf_free(&x.tried);
+    if (rc == S3X_ENOMEM) return rc;
+    return found;
 }

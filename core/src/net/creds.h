@@ -82,4 +82,12 @@ const char *s3x_env_nonempty(const char *name);
 /* The path in variable env, else $HOME/rel; NULL without either (malloc'd). */
 char *s3x_home_path(const char *env, const char *rel);
 
+/* The region instance metadata reports (IMDSv2 token, then
+ * /latest/meta-data/placement/region; AWS_EC2_METADATA_DISABLED and
+ * AWS_EC2_METADATA_SERVICE_ENDPOINT as for credentials; one attempt with 1 s
+ * timeouts). 1 with out set (not validated: the caller checks it), 0 when
+ * there is none (disabled, unreachable, an error), <0 out of memory. */
+#include <stddef.h>
+int s3x_imds_region(int verify_tls, const char *ca_bundle, char *out, size_t cap);
+
 #endif
