@@ -53,6 +53,8 @@ CASES = [
      {}, "bkt", "k"),
     ("accelerate-beats-path-style", {"AWS_DEFAULT_REGION": "us-west-2"},
      "[default]\ns3 =\n  use_accelerate_endpoint = true\n  addressing_style = path\n", {}, "bkt", "k"),
+    ("accelerate-beats-path-style-arg", {"AWS_DEFAULT_REGION": "eu-west-2"},
+     "[default]\ns3 =\n  use_accelerate_endpoint = true\n", {"addressing_style": "path"}, "bkt", "k"),
     ("path-style-from-profile", {"AWS_DEFAULT_REGION": "us-west-2"},
      "[default]\ns3 =\n  addressing_style = path\n", {}, "bkt", "k"),
     ("path-style-from-profile-us-east-1-global", {},

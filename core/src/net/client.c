@@ -121,6 +121,17 @@ int s3x_client_bucket_addressing(const s3x_client *c, const char *bucket, int *p
     int64_t knob = c->params[S3X_PARAM_ADDRESSING_STYLE];
     int dns = s3x_bucket_dns_compatible(bucket);
     int dotted = strchr(bucket, '.') != NULL;
+    if (c->vhost) {
+        /* S3 Accelerate has no path-style form: it wins over a path-style
+         * setting, and botocore refuses the names it cannot host. */
+        if (!dns || dotted)
+            return s3x_seterr(S3X_EINVAL,
+                              "bucket '%s' cannot be used with S3 Accelerate (it needs a name of 3-63 lowercase "
+                              "letters, digits and '-', without dots); botocore refuses it too",
+                              bucket);
+        *path_style = 0;
+        return 0;
+    }
     if (knob == S3X_ADDRESSING_PATH) {
         *path_style = 1;
         return 0;
@@ -135,16 +146,6 @@ int s3x_client_bucket_addressing(const s3x_client *c, const char *bucket, int *p
         return 0;
     }
     /* AUTO: botocore's endpoint rules, with the profile's addressing_style. */
-    if (c->vhost) {
-        /* S3 Accelerate has no path-style form: botocore refuses these names. */
-        if (!dns || dotted)
-            return s3x_seterr(S3X_EINVAL,
-                              "bucket '%s' cannot be used with S3 Accelerate (it needs a name of 3-63 lowercase "
-                              "letters, digits and '-', without dots); botocore refuses it too",
-                              bucket);
-        *path_style = 0;
-        return 0;
-    }
     if (c->profile_style == S3X_STYLE_PATH ||
         (c->endpoint_configured && c->profile_style != S3X_STYLE_VIRTUAL) || !c->hostport ||
         s3x_host_is_ip(c->hostport)) {
