@@ -115,7 +115,7 @@ class Client:
         #: Which credential provider supplied the keys (botocore's names:
         #: "explicit", "env", "assume-role", "assume-role-with-web-identity",
         #: "shared-credentials-file", "custom-process", "config-file",
-        #: "container-role", "iam-role"); never the keys themselves.
+        #: "container-role", "iam-role", "sso"); never the keys themselves.
         self.credentials_source: str = _core.py_client_credentials(handle)[0]
         self._idle.append(handle)
 

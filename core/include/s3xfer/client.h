@@ -30,7 +30,7 @@ typedef struct s3x_client s3x_client;
  *   ACCESS_KEY / SECRET_KEY / SESSION_TOKEN
  *                  botocore's credential chain (docs/credentials.md): the
  *                  environment (skipped when PROFILE is set), the profile's
- *                  role_arn (STS AssumeRole), web identity, the shared
+ *                  role_arn (STS AssumeRole), web identity, SSO, the shared
  *                  credentials file, credential_process, the config file, the
  *                  container endpoint, instance metadata (IMDSv2). Temporary
  *                  credentials are refreshed before they expire.
@@ -87,7 +87,7 @@ S3X_API int s3x_client_request_url(s3x_client *client, const char *bucket, const
 /* Which credential provider supplied the keys, by botocore's names:
  * "explicit", "env", "assume-role", "assume-role-with-web-identity",
  * "shared-credentials-file", "custom-process", "config-file",
- * "container-role", "iam-role" (docs/credentials.md). NULL before the
+ * "container-role", "iam-role", "sso" (docs/credentials.md). NULL before the
  * client is resolved. Never the keys. */
 S3X_API const char *s3x_client_credentials_source(const s3x_client *client);
 
