@@ -49,9 +49,12 @@ class Client:
         profile: a profile of the shared config/credentials files, resolved
             through the whole provider chain (static keys, role_arn with
             source_profile or credential_source, web identity,
-            credential_process): see docs/credentials.md.
-        addressing_style: ``"auto"`` (path-style for IP/localhost endpoints),
-            ``"path"`` or ``"virtual"``.
+            SSO, credential_process): see docs/credentials.md.
+        addressing_style: ``"auto"`` (botocore's rules with the profile's s3
+            addressing_style: path-style for configured endpoints,
+            virtual-hosted on AWS when the bucket name allows; see
+            docs/endpoints.md), ``"path"`` or ``"virtual"`` (strict: a name
+            that cannot be a host label is refused).
         verify: ``True`` (system CAs), ``False`` (no TLS verification) or the
             path of a CA bundle.
         payload_signing: ``"auto"`` (bodies that carry a checksum header go
