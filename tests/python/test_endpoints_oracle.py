@@ -221,8 +221,10 @@ def _clean_env(home: pathlib.Path) -> dict:
            "AWS_ACCESS_KEY_ID": "AKIDORACLE", "AWS_SECRET_ACCESS_KEY": "oracle-secret",
            "AWS_EC2_METADATA_DISABLED": "true",
            "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-credentials")}
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    # The module under test (and, in the sanitizer runs, its runtime and options).
+    for v in ("PYTHONPATH", "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if os.environ.get(v):
+            env[v] = os.environ[v]
     return env
 
 
