@@ -36,7 +36,6 @@ struct s3x_client {
     s3x_cred_source *cred_src;
     int64_t cred_refreshes;
     double cred_retry_at;   /* wall time before which a failed advisory refresh is not retried */
-    int path_style;
 
     CURLM *multi;
     CURL **idle;        /* easy handles kept for reuse */

@@ -265,7 +265,7 @@ static void amz_now(char out[17]) { s3x_amz_date((int64_t)time(NULL), out); }
  * built only from a validated bucket and the validated endpoint authority:
  * no name can redirect a signed request. */
 int s3x_http_build_url(s3x_client *c, s3x_http_req *r, s3x_buf *path, s3x_buf *host) {
-    int path_style = c->path_style;
+    int path_style = 0;
     int rc;
     if (r->bucket && (rc = s3x_client_bucket_addressing(c, r->bucket, &path_style))) return rc;
     if (r->bucket && path_style) {
