@@ -127,8 +127,8 @@ static void p90_on_timeout(s3x_fbt *f, int64_t used_ms) {
  * cuts; the cut rate reacts sooner: when most recent attempts are cut, they
  * are not a tail, so the timeout doubles at once (the lift), and gives way
  * again as answers come back. A budget bounds the cuts to a share of the
- * answers, so a server that answers every attempt late is never sent more
- * than about half again as many requests as with no timeout. */
+ * answers, so a server that answers every attempt late is sent at most 8
+ * plus half again as many requests as with no timeout. */
 
 static void window_add(s3x_fbt *f, double v) {
     double *s = f->sorted;
