@@ -103,17 +103,6 @@ void s3x_client_free(s3x_client *c) {
 
 static int check_endpoint(const char *v) { return s3x_endpoint_check(v); }
 
-static int check_region(const char *region, const char *source) {
-    const char *problem = s3x_region_problem(region);
-    if (!problem) return 0;
-    /* The value is shown escaped-free only when it is plain printable ASCII. */
-    int printable = 1;
-    for (const char *p = region; *p; p++)
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) printable = 0;
-    return s3x_seterr(S3X_EINVAL, "region '%s' from %s is not a region name: %s", printable ? region : "?", source,
-                      problem);
-}
-
 int s3x_client_bucket_addressing(const s3x_client *c, const char *bucket, int *path_style) {
     const char *problem = s3x_bucket_name_problem(bucket);
     if (problem) return s3x_seterr(S3X_EINVAL, "invalid bucket name: %s", problem);
@@ -167,7 +156,7 @@ int s3x_client_set_string(s3x_client *c, s3x_client_opt opt, const char *value) 
         if (rc) return rc;
     }
     if (value && opt == S3X_CLIENT_REGION) {
-        int rc = check_region(value, "the client's region option");
+        int rc = s3x_region_check(value, "the client's region option");
         if (rc) return rc;
     }
     char *copy = NULL;

@@ -90,7 +90,7 @@ int s3x_endpoint_check(const char *v) {
     return 0;
 }
 
-static int check_region(const char *region, const char *source) {
+int s3x_region_check(const char *region, const char *source) {
     const char *problem = s3x_region_problem(region);
     if (!problem) return 0;
     int printable = 1;
@@ -296,7 +296,7 @@ int s3x_endpoint_resolve(const s3x_endpoint_in *in, s3x_endpoint *e) {
         region = "us-east-1";
         src = "the default";
     }
-    if ((rc = check_region(region, src))) goto out;
+    if ((rc = s3x_region_check(region, src))) goto out;
     e->region_src = src;
     if (!(e->region = xstrdup(region))) goto oom;
 

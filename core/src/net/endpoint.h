@@ -49,6 +49,9 @@ const char *s3x_partition_suffix(const char *region, const char **partition);
  * 0 or S3X_EINVAL naming what is wrong (the URL is echoed only when it has
  * no '@', which may come with a password). */
 int s3x_endpoint_check(const char *url);
+/* 0 when region is a region name, else S3X_EINVAL naming its source (the
+ * value shown only when it is printable ASCII). */
+int s3x_region_check(const char *region, const char *source);
 
 /* 1 when the authority host[:port] names an IP address (IPv4 or [IPv6]). */
 int s3x_host_is_ip(const char *hostport);

@@ -260,7 +260,10 @@ static int cp_prepare(s3x_transfer *t, s3x_part *p) {
     crun *R = t->ctx;
     cslot *s = (cslot *)p;
     s3x_http_req *r = &p->req;
-    if (p->side) return prepare_side(R, r);
+    if (p->side) {
+        p->drain = R->side_op == SIDE_CREATE; /* as an upload's: see upload.c */
+        return prepare_side(R, r);
+    }
     s3x_req_new(r);
     if (s->part_number == 0) {
         int replace = R->directive == S3X_METADATA_REPLACE;

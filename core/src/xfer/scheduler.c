@@ -122,10 +122,17 @@ static void on_part_done(s3x_http_req *r, void *payload) {
 
 /* ---- the loop -------------------------------------------------------------------- */
 
-/* Stops a transfer: in-flight parts are taken off the loop, buffers given back. */
-static void stop(s3x_transfer *t) {
+/* Stops a transfer: in-flight parts are taken off the loop, buffers given
+ * back; unless force, a draining part in flight is left to finish. Returns
+ * the number of parts left in flight. */
+static int stop(s3x_transfer *t, int force) {
+    int left = 0;
     for (int i = 0; i < t->nparts + t->nside; i++) {
         s3x_part *p = s3x_transfer_part(t, i);
+        if (p->state == S3X_PART_INFLIGHT && p->drain && !force) {
+            left++;
+            continue;
+        }
         if (p->state == S3X_PART_INFLIGHT) {
             s3x_http_abort(t->sched->client, &p->req);
             t->inflight--;
@@ -134,6 +141,7 @@ static void stop(s3x_transfer *t) {
         if (t->kind->release) t->kind->release(t, p);
         p->state = S3X_PART_FREE;
     }
+    return left;
 }
 
 /* Starts the parts that are due: QUEUED ones and retries whose backoff ended. */
@@ -302,7 +310,10 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
             continue;
         }
         if (t->x->failed) {
-            stop(t);
+            if (stop(t, 0)) { /* a draining part is still on the wire */
+                running++;
+                continue;
+            }
             end(t, 0);
             ended[nended++] = t;
             continue;
@@ -316,7 +327,7 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
             }
             if (f < 0) {
                 s3x_xfer_fail(t->x);
-                stop(t);
+                stop(t, 1);
                 end(t, 0);
             } else {
                 end(t, 1);
@@ -336,7 +347,7 @@ int s3x_sched_turn(s3x_sched *s, int max_wait_ms) {
         for (s3x_transfer *t = s->head; t; t = t->next)
             if (!t->finished) {
                 s3x_xfer_fail(t->x);
-                stop(t);
+                stop(t, 1);
                 end(t, 0);
                 if (nended < 64) ended[nended++] = t;
                 else t->ok = -1; /* told on a later turn */

@@ -52,6 +52,9 @@ typedef struct s3x_part {
     int side;                  /* a side request (not fed, no connection slot,
                                   no first-byte cut): the download's HEAD, the
                                   upload's Create/CompleteMultipartUpload */
+    int drain;                 /* when its transfer fails, an attempt in flight is let finish rather
+                                  than cut: its answer may create what the cleanup must undo (an
+                                  upload's CreateMultipartUpload), so the transfer ends after it */
     int attempts;              /* requests made for this part, this one included */
     double retry_at;           /* RETRY_WAIT: when to start again */
     int fb_timeout;            /* the last attempt was cut by the first-byte timeout */

@@ -313,7 +313,12 @@ static int up_prepare(s3x_transfer *t, s3x_part *p) {
     run *R = t->ctx;
     slot *s = (slot *)p;
     s3x_http_req *r = &p->req;
-    if (p->side) return prepare_side(R, r);
+    if (p->side) {
+        /* A cancel while CreateMultipartUpload is on the wire waits for its
+         * answer, so the upload it may create is known and aborted. */
+        p->drain = R->side_op == SIDE_CREATE;
+        return prepare_side(R, r);
+    }
     s3x_req_checksum ck = {NULL, NULL, NULL};
     if (R->checksum != S3X_CHECKSUM_NONE) {
         if (!R->trailer) ck = (s3x_req_checksum){s3x_checksum_header(R->checksum), s->checksum, NULL};
