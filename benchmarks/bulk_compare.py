@@ -195,7 +195,8 @@ class Harness:
         self.env.setdefault("AWS_DEFAULT_REGION", self.env.get("AWS_REGION", "us-east-1"))
         os.makedirs(a.work_dir, exist_ok=True)
         self.work = tempfile.mkdtemp(prefix="s3xfer-bench-bulk-", dir=a.work_dir)
-        self.buckets = []
+        self.buckets = []  # to remove at the end
+        self.made = []     # every bucket made, for the record
         atexit.register(self.cleanup)
         self.py = a.python or (B.venv_python() if os.path.exists(B.venv_python()) else sys.executable)
         # Tools read no config of the user's: everything comes from the environment.
@@ -222,6 +223,7 @@ class Harness:
         b = B.new_bucket("s3xbulk")
         self.admin("mb", bucket=b)
         self.buckets.append(b)
+        self.made.append(b)
         return b
 
     def rb(self, b):
@@ -727,7 +729,7 @@ def main():
     for o in ops:
         if o not in OPS:
             raise SystemExit(f"unknown op {o} (known: {', '.join(OPS)})")
-    names = [c for c in a.clients.split(",") if c]
+    names = [c for c in a.clients.split(",") if c and c != "none"]
 
     h = Harness(a)
     wants_s3xfer = any(n.startswith("s3xfer") for n in names)
@@ -753,6 +755,7 @@ def main():
 
     def save():
         res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        res["buckets"] = h.made
         res["machine"]["loadavg_end"] = os.getloadavg()
         with open(os.path.join(out_dir, "results.json"), "w") as f:
             json.dump(res, f, indent=1)

@@ -13,7 +13,8 @@ Python literal: --set REPEATS=3 --set 'CONCURRENCY=[1, 4, 16]' --set
 "DELAY_S='1-2'"). A --set applies to every selected notebook whose parameters
 cell defines NAME. --scale small (default) keeps the notebooks' own defaults;
 --scale medium applies the per-notebook presets of MEDIUM below (about 5-10
-minutes for all four on a 2-core machine); --set values come on top.
+minutes for the first four on a 2-core machine, plus about 5 for 05_bulk's
+--quick sets with every peer); --set values come on top.
 
 The .ipynb files are read, never written: --executed DIR saves the executed
 copies (with outputs) elsewhere. Each notebook runs on a kernel for this very
@@ -52,6 +53,7 @@ MEDIUM = {
     "02_pools": dict(FILE_SIZE_MIB=256, CONCURRENCY=[1, 2, 4, 8, 16, 32], REPEATS=2),
     "03_parallel_vs_single": dict(OBJECT_SIZE_MIB=512, CONCURRENCY=[1, 2, 4, 8, 16, 32], REPEATS=3),
     "04_slow_part_retry": dict(OBJECT_SIZE_MIB=400, REPEATS=3),
+    "05_bulk": dict(SETS="200x256KiB,20x5MiB", RUNS=3),
 }
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
