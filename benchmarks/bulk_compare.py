@@ -213,7 +213,8 @@ class Harness:
         shutil.rmtree(self.work, ignore_errors=True)
 
     def admin(self, cmd, **kw):
-        r = subprocess.run([self.py, DRIVERS, "admin", json.dumps(dict(kw, cmd=cmd))], env=self.env,
+        # on stdin: a list of thousands of files is over the kernel's limit for one argument (128 KiB)
+        r = subprocess.run([self.py, DRIVERS, "admin", "-"], input=json.dumps(dict(kw, cmd=cmd)), env=self.env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if r.returncode:
             raise RuntimeError(f"bulk_drivers admin {cmd}: {r.stderr.strip()[-500:]}")
@@ -277,14 +278,16 @@ class S3xferPy(Client):
 
     def setup(self):
         pkg = os.path.join(self.h.build, "python")
-        code = ("import s3xfer,sys; c=s3xfer.Client; "
+        code = ("import s3xfer,sys; c=s3xfer.Client; print('s3xfer', getattr(s3xfer, '__version__', '?')); "
                 "sys.exit(0 if all(hasattr(c, m) for m in ('upload_dir','download_dir','sync')) else 3)")
         r = subprocess.run([self.h.py, "-c", code], env=B.driver_env(self.h.env, self.h.build),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode == 3:
             return f"the s3xfer package in {pkg} has no Client.upload_dir/download_dir/sync yet"
         if r.returncode:
-            return f"import s3xfer from {pkg} failed: {r.stdout.strip()[-200:]}"
+            last = r.stdout.strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+            return f"import s3xfer from {pkg} failed: {last[0][:200]}"
+        self.version = r.stdout.strip().splitlines()[-1]
         return None
 
     def run(self, op, src, dst, n, nbytes):

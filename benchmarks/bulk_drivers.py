@@ -4,7 +4,7 @@ one Python client in this process (measured from outside by the harness), and
 the harness's own untimed S3 chores (buckets, seeding, listing, checks).
 
     bulk_drivers.py run CLIENT '{"op": ..., "bucket": ..., "prefix": ..., "dir": ...}'
-    bulk_drivers.py admin '{"cmd": ..., ...}'
+    bulk_drivers.py admin '{"cmd": ..., ...}'|-      (-: the JSON on stdin)
 
 CLIENT:
 - boto3: a ThreadPoolExecutor of 16 threads calling s3.upload_file /
@@ -198,12 +198,9 @@ def run_s3xfer(cfg):
         r = c.sync(url, root)
     else:
         raise SystemExit(f"unknown op {op}")
-    out = {}
-    for f in ("copied", "skipped", "failed", "objects", "bytes"):
-        v = getattr(r, f, None)
-        if isinstance(v, (int, float)):
-            out[f] = v
-    return out
+    # the BulkSummary's counts (objects_done, objects_skipped, bytes_done, peak_buffer_bytes, ...)
+    fields = getattr(r, "__dataclass_fields__", {})
+    return {f: getattr(r, f) for f in fields if isinstance(getattr(r, f), (int, float, bool))}
 
 
 # ---- the harness's chores ------------------------------------------------------------
@@ -256,7 +253,7 @@ def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     if sys.argv[1] == "admin":
-        print(json.dumps(admin(json.loads(sys.argv[2]))))
+        print(json.dumps(admin(json.loads(sys.stdin.read() if sys.argv[2] == "-" else sys.argv[2]))))
         return
     client, cfg = sys.argv[2], json.loads(sys.argv[3])
     fn = {"boto3": run_boto3, "awscrt": run_awscrt, "s3xfer-py": run_s3xfer}[client]
