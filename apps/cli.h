@@ -137,5 +137,9 @@ int cli_parse_s3(const char *s, cli_s3url *u);
 void cli_s3url_free(cli_s3url *u);
 
 int cli_cmd_ls(s3x_client *c, int argc, char **argv);
+/* cp between two S3 locations (cli_copy.c): a server-side copy with u (its
+ * knobs set); json, progress, adaptive and quiet as cp's other paths use them. */
+int cli_cp_copy(s3x_client *c, s3x_upload *u, const cli_s3url *src, const cli_s3url *dst, int json, int progress,
+                int adaptive, int quiet);
 
 #endif

@@ -432,13 +432,22 @@ out:
     return rc;
 }
 
+static int cp_copy(s3x_client *c, const cli_s3url *src, const cli_s3url *dst, const knobs *k, int quiet) {
+    s3x_upload *u = NULL;
+    if (s3x_upload_new(&u, c)) return cli_fail("copy failed");
+    int rc = apply_upload(u, k);
+    if (!rc) rc = cli_cp_copy(c, u, src, dst, k->json, show_progress(k, quiet), adaptive(k), quiet);
+    s3x_upload_free(u);
+    return rc;
+}
+
 static int cmd_cp(s3x_client *c, int argc, char **argv, const knobs *k, int quiet) {
     if (argc != 2) return cli_usage_error("cp needs SRC and DST");
     cli_s3url s = {0}, d = {0};
     int ss = cli_parse_s3(argv[0], &s), ds = cli_parse_s3(argv[1], &d);
     int rc;
     if (ss < 0 || ds < 0) rc = cli_usage_error("out of memory");
-    else if (ss && ds) rc = cli_usage_error("copying between two S3 locations is not supported yet");
+    else if (ss && ds) rc = cp_copy(c, &s, &d, k, quiet);
     else if (!ss && !ds) rc = cli_usage_error("one of SRC and DST must be an s3:// URL");
     else if (ds) rc = cp_upload(c, argv[0], &d, k, quiet);
     else rc = cp_download(c, &s, argv[1], k, quiet);

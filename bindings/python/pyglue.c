@@ -789,3 +789,102 @@ PyObject *py_client_throttle_state(s3x_client *c) {
                          "throttles", (long long)st.throttles, "seconds", st.seconds, "seconds_total",
                          st.seconds_total);
 }
+
+/* ---- server-side copy and bulk delete ---- */
+
+PyObject *py_copy(s3x_client *c, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                  const char *dst_key, int directive, const char *content_type, PyObject *knobs,
+                  PyObject *progress) {
+    s3x_upload *u = NULL;
+    if (s3x_upload_new(&u, c)) return py_raise_last();
+    if (apply_knobs(u, up_set, knobs)) {
+        s3x_upload_free(u);
+        return NULL;
+    }
+    py_cb cb;
+    memset(&cb, 0, sizeof cb);
+    cb.progress = progress;
+    s3x_upload_set_progress(u, progress_tramp, &cb);
+    s3x_result res;
+    memset(&res, 0, sizeof res);
+    s3x_copy_opts opts = {directive, content_type, NULL};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = s3x_upload_copy(u, src_bucket, src_key, dst_bucket, dst_key, &opts, &res);
+    Py_END_ALLOW_THREADS s3x_upload_free(u);
+    return finish_call(rc, &cb, &res);
+}
+
+PyObject *py_delete_objects(s3x_client *c, const char *bucket, PyObject *keys) {
+    PyObject *seq = PySequence_Fast(keys, "keys must be a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *holders = PyList_New(0);
+    const char **ks = PyMem_RawCalloc(n > 0 ? (size_t)n : 1, sizeof *ks);
+    PyObject *out = NULL;
+    if (!holders || !ks) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *holder = NULL;
+        if (py_cstr_arg(PySequence_Fast_GET_ITEM(seq, i), "key", &holder, &ks[i]) != 0) goto done;
+        if (holder) {
+            int bad = PyList_Append(holders, holder);
+            Py_DECREF(holder);
+            if (bad) goto done;
+        }
+        if (!ks[i]) {
+            PyErr_SetString(PyExc_TypeError, "keys must be str, not None");
+            goto done;
+        }
+    }
+    s3x_delete_result *d = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = s3x_delete_objects(c, bucket, ks, (size_t)n, &d);
+    Py_END_ALLOW_THREADS if (rc) {
+        py_raise_last();
+        goto done;
+    }
+    out = PyList_New((Py_ssize_t)d->count);
+    for (size_t i = 0; out && i < d->count; i++) {
+        s3x_delete_entry *e = &d->entries[i];
+        PyObject *o = Py_BuildValue("{s:N,s:O,s:N,s:N}", "key", name_or_none(e->key), "ok", e->ok ? Py_True : Py_False,
+                                    "code", text_or_none(e->code), "message", text_or_none(e->message));
+        if (!o) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, o);
+    }
+    s3x_delete_result_free(d);
+done:
+    PyMem_RawFree(ks);
+    Py_XDECREF(holders);
+    Py_DECREF(seq);
+    return out;
+}
+
+PyObject *py_batch_copy(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                        const char *dst_key, int directive, const char *content_type, PyObject *done,
+                        PyObject *progress) {
+    if (!PyCallable_Check(done)) {
+        PyErr_SetString(PyExc_TypeError, "done must be callable");
+        return NULL;
+    }
+    py_bitem *it = PyMem_RawCalloc(1, sizeof *it);
+    if (!it) return PyErr_NoMemory();
+    Py_INCREF(done);
+    it->done = done;
+    Py_INCREF(Py_None);
+    it->obj = Py_None;
+    if (progress && progress != Py_None) {
+        Py_INCREF(progress);
+        it->progress = progress;
+        it->cb.progress = progress;
+    }
+    s3x_batch_cb cb = {batch_done_tramp, progress_tramp, it};
+    s3x_batch_id id = 0;
+    s3x_copy_opts opts = {directive, content_type, NULL};
+    if (s3x_batch_copy_ex(b, src_bucket, src_key, dst_bucket, dst_key, &opts, &cb, &id)) {
+        bitem_free(it);
+        return py_raise_last();
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)id);
+}

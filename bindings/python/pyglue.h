@@ -49,6 +49,9 @@ PyObject *py_complete_multipart_upload(s3x_client *c, const char *bucket, const 
 PyObject *py_abort_multipart_upload(s3x_client *c, const char *bucket, const char *key, const char *upload_id);
 PyObject *py_list_parts(s3x_client *c, const char *bucket, const char *key, const char *upload_id);
 PyObject *py_list_multipart_uploads(s3x_client *c, const char *bucket, const char *prefix);
+/* s3x_delete_objects: keys a sequence of str (1..1000); a list of dicts
+ * {key, ok, code, message} in the order given. */
+PyObject *py_delete_objects(s3x_client *c, const char *bucket, PyObject *keys);
 
 /* Batches (a transfer manager). knobs as above (every upload and download
  * knob, plus fail_fast). The batch runs on its own thread (s3x_batch_start);
@@ -61,6 +64,10 @@ PyObject *py_batch_new(s3x_client *c, PyObject *knobs);
 PyObject *py_batch_free(s3x_batch *b);
 PyObject *py_batch_add(s3x_batch *b, int upload, const char *bucket, const char *key, PyObject *obj,
                        PyObject *done, PyObject *progress);
+/* A server-side copy on the batch (s3x_batch_copy_ex); directive 0 COPY, 1 REPLACE. */
+PyObject *py_batch_copy(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                        const char *dst_key, int directive, const char *content_type, PyObject *done,
+                        PyObject *progress);
 PyObject *py_batch_cancel(s3x_batch *b, unsigned long long id);
 PyObject *py_batch_cancel_all(s3x_batch *b);
 /* Waits (GIL released) until idle or timeout_ms (-1: no limit); True when idle. */
@@ -78,6 +85,10 @@ PyObject *py_batch_stats(s3x_batch *b);
  * stays valid (see pyglue.c). */
 PyObject *py_upload(s3x_client *c, const char *bucket, const char *key, PyObject *source, PyObject *knobs,
                     PyObject *progress);
+/* Server-side copy (s3x_upload_copy) with upload knobs; directive 0 COPY, 1 REPLACE. */
+PyObject *py_copy(s3x_client *c, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                  const char *dst_key, int directive, const char *content_type, PyObject *knobs,
+                  PyObject *progress);
 /* Download destination: str path, a writable bytes-like (bytearray/memoryview),
  * or an object with write(). */
 PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObject *dest, PyObject *knobs,

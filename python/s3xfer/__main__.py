@@ -221,10 +221,33 @@ class _StdinReader:
                 return os.readv(self._fd, [b])
 
 
+def _cp_copy(c: Client, a, src, dst, cancel: CancelToken) -> int:
+    """cp s3://a/k s3://b/k2: a server-side copy (the bytes stay on the server)."""
+    if not src[1]:
+        raise SystemExit("s3xfer: source needs a key: s3://bucket/key")
+    if not dst[1]:
+        raise SystemExit("s3xfer: destination needs a key: s3://bucket/key")
+    jf = sys.stdout if a.json else None
+    fields = {"direction": "copy", "source": a.src, "destination": a.dst, "bucket": dst[0], "key": dst[1]}
+    try:
+        r = c.copy(src[0], src[1], dst[0], dst[1], config=_config(a), cancel=cancel)
+    except (S3xferError, OSError) as e:
+        if jf:
+            _emit(jf, _result_record(c, "cp", fields, None, e, cancel))
+        raise
+    if jf:
+        _emit(jf, _result_record(c, "cp", fields, r, None, cancel))
+    elif not a.quiet:
+        print(f"copy: s3://{_escape(src[0])}/{_escape(src[1])} to s3://{_escape(dst[0])}/{_escape(dst[1])} "
+              f"({r.bytes} bytes in {r.seconds:.2f} s, server-side, {r.parts} parts, {r.requests} requests, "
+              f"{r.retries} retries)")
+    return 0
+
+
 def _cp(c: Client, a, cancel: CancelToken) -> int:
     src, dst = _s3url(a.src), _s3url(a.dst)
     if src and dst:
-        raise SystemExit("s3xfer: copying between two S3 locations is not supported yet")
+        return _cp_copy(c, a, src, dst, cancel)
     if not src and not dst:
         raise SystemExit("s3xfer: one of SRC and DST must be an s3:// URL")
     cfg = _config(a)

@@ -450,6 +450,42 @@ class Client:
         """Uploads a bytes-like object with the upload manager (no copy unless buffered)."""
         return self._upload(data, bucket, key, config, progress, cancel)
 
+    def copy(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str,
+             config: Optional[TransferConfig] = None, metadata_directive: str = "COPY",
+             content_type: Optional[str] = None, progress: Optional[ProgressFn] = None,
+             cancel: Optional["CancelToken"] = None) -> TransferResult:
+        """Server-side copy: the bytes never pass through this machine.
+
+        Below ``config.multipart_threshold`` one CopyObject, above it
+        UploadPartCopy ranges of ``config.part_size`` in parallel (objects
+        over 5 GiB work). ``metadata_directive`` "COPY" keeps the source's
+        content type and user metadata; "REPLACE" gives the copy
+        ``content_type`` and no user metadata. A source replaced during the
+        copy fails it with SourceChangedError; a failed or cancelled
+        multipart copy is aborted. A missing source raises the NoSuchKey error.
+        """
+        directive = {"COPY": _core.S3X_METADATA_COPY, "REPLACE": _core.S3X_METADATA_REPLACE}.get(
+            str(metadata_directive).upper())
+        if directive is None:
+            raise ValueError(f"metadata_directive must be 'COPY' or 'REPLACE', not {metadata_directive!r}")
+        knobs = (config or TransferConfig()).knobs("upload")
+        with self._handle() as h, self._transferring(h):
+            return TransferResult._from_c(_core.py_copy(h, src_bucket, src_key, dst_bucket, dst_key, directive,
+                                                        content_type, knobs, self._progress(progress, cancel)))
+
+    def delete_objects(self, bucket: str, keys: Sequence[str]) -> List[Dict[str, Any]]:
+        """Deletes keys with DeleteObjects, up to 1,000 per request (more keys
+        are sent in several requests). Returns one dict per key, in the order
+        given: ``key``, ``ok`` (True when deleted, or already absent), and
+        ``code`` / ``message`` of the S3 error when not. A request that fails
+        as a whole raises."""
+        keys = list(keys)
+        out: List[Dict[str, Any]] = []
+        with self._handle() as h:
+            for i in range(0, len(keys), 1000):
+                out.extend(_core.py_delete_objects(h, bucket, keys[i:i + 1000]))
+        return out
+
     def _download(self, dest, bucket: str, key: str, config: Optional[TransferConfig],
                   progress: Optional[ProgressFn], cancel: Optional["CancelToken"]) -> TransferResult:
         knobs = (config or TransferConfig()).knobs("download")

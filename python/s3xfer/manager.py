@@ -121,6 +121,27 @@ class TransferManager:
             raise TypeError("dest must be a path, a writable buffer or a file object with write()")
         return self._add(False, dest, bucket, key, progress)
 
+    def copy(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str,
+             metadata_directive: str = "COPY", content_type: Optional[str] = None,
+             progress: Optional[ProgressFn] = None) -> TransferFuture:
+        """Server-side copy on the batch (see Client.copy); takes none of the
+        memory budget. Returns a :class:`TransferFuture`."""
+        directive = {"COPY": _core.S3X_METADATA_COPY, "REPLACE": _core.S3X_METADATA_REPLACE}.get(
+            str(metadata_directive).upper())
+        if directive is None:
+            raise ValueError(f"metadata_directive must be 'COPY' or 'REPLACE', not {metadata_directive!r}")
+        with self._lock:
+            if self._closed:
+                raise InvalidConfigError("the transfer manager is shut down", errno=-1)
+            fut = TransferFuture(self, dst_bucket, dst_key)
+            holder = [fut]
+            tid = _core.py_batch_copy(self._batch, src_bucket, src_key, dst_bucket, dst_key, directive,
+                                      content_type, lambda i, exc, res, h=holder: self._done(h[0], exc, res),
+                                      _progress_adapter(progress))
+            fut._id = tid
+            self._futures[tid] = fut
+        return fut
+
     # -- completion -------------------------------------------------------------
     def _done(self, fut: TransferFuture, exc, res) -> None:
         with self._lock:

@@ -1,6 +1,6 @@
 /* Every S3 XML response parser in s3xml.h. The first byte picks the parser,
  * the rest is the document. Beyond memory safety (ASan/UBSan), it checks the
- * contract s3xml.h states: 0, S3X_EXML or S3X_ENOMEM; after a failure the
+ * contract s3xml.h states (the copy and DeleteObjects results included): 0, S3X_EXML or S3X_ENOMEM; after a failure the
  * out structure is empty; after success every documented field is set and in
  * range; and s3x_xml_is_error agrees with s3x_xml_parse_error. */
 #include "fuzz.h"
@@ -112,19 +112,59 @@ static void fuzz_list_uploads(const char *x, size_t n) {
     s3x_xml_list_uploads_free(&l);
 }
 
+static void fuzz_copy_result(const char *x, size_t n) {
+    static const char *const roots[] = {"CopyObjectResult", "CopyPartResult"};
+    for (int i = 0; i < 2; i++) {
+        s3x_xml_copy c;
+        memset(&c, 0, sizeof c);
+        int rc = s3x_xml_parse_copy(x, n, roots[i], &c);
+        check_rc(rc, "parse_copy");
+        if (rc == 0) {
+            FUZZ_ASSERT(c.etag && *c.etag, "copy result without an ETag accepted");
+            FUZZ_ASSERT(!c.checksum == !c.checksum_name, "checksum and its name disagree");
+            FUZZ_ASSERT(!c.checksum || *c.checksum, "empty checksum kept");
+        } else {
+            FUZZ_ASSERT(all_zero(&c, sizeof c), "copy result not cleared after a failure");
+        }
+        s3x_xml_copy_free(&c);
+    }
+}
+
+static void fuzz_delete_result(const char *x, size_t n) {
+    s3x_xml_delete_result d;
+    memset(&d, 0, sizeof d);
+    int rc = s3x_xml_parse_delete_result(x, n, &d);
+    check_rc(rc, "parse_delete_result");
+    if (rc == 0) {
+        FUZZ_ASSERT(d.n <= S3X_XML_DELETE_MAX, "%zu entries", d.n);
+        for (size_t i = 0; i < d.n; i++) {
+            const s3x_xml_deleted *e = &d.entries[i];
+            FUZZ_ASSERT(e->key, "entry %zu has no key", i);
+            if (e->ok) FUZZ_ASSERT(!e->code && !e->message, "deleted entry %zu has an error", i);
+            else FUZZ_ASSERT(e->code && *e->code && e->message, "error entry %zu without code", i);
+        }
+    } else {
+        FUZZ_ASSERT(all_zero(&d, sizeof d), "DeleteResult not cleared after a failure");
+    }
+    s3x_xml_delete_result_free(&d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     /* The rest of the input as its own exact-size buffer: the parsers take a
      * length, not a NUL-terminated string, and must not read past it. */
     char *x = fuzz_copy(data + 1, size - 1);
     size_t n = size - 1;
-    switch (data[0] % 6) {
+    /* % 8: the corpus's selectors '0'..'5' pick the same parsers as before. */
+    switch (data[0] % 8) {
     case 0: fuzz_error(x, n); break;
     case 1: fuzz_initiate(x, n); break;
     case 2: fuzz_complete(x, n); break;
     case 3: fuzz_list_objects(x, n); break;
     case 4: fuzz_list_parts(x, n); break;
-    default: fuzz_list_uploads(x, n); break;
+    case 5: fuzz_list_uploads(x, n); break;
+    case 6: fuzz_copy_result(x, n); break;
+    default: fuzz_delete_result(x, n); break;
     }
     free(x);
     return 0;

@@ -106,6 +106,18 @@ S3X_API int s3x_batch_download_stream(s3x_batch *b, const char *bucket, const ch
                                       s3x_write_fn write_fn, void *write_payload, const s3x_batch_cb *cb,
                                       s3x_batch_id *id);
 
+/* Server-side copy of src_bucket/src_key to dst_bucket/dst_key (as
+ * s3x_upload_copy, with the batch's knobs): the bytes never pass through
+ * the client and take none of the memory budget; the copy's requests count
+ * against CONCURRENCY like any part. s3x_batch_copy keeps the source's
+ * metadata (COPY); s3x_batch_copy_ex takes options (may be NULL; strings
+ * copied). The result's bytes are the object's size. */
+S3X_API int s3x_batch_copy(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                           const char *dst_key, const s3x_batch_cb *cb, s3x_batch_id *id);
+S3X_API int s3x_batch_copy_ex(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                              const char *dst_key, const s3x_copy_opts *opts, const s3x_batch_cb *cb,
+                              s3x_batch_id *id);
+
 /* Runs until every transfer added has finished. Returns 0 when all
  * succeeded, else the code of the first failure (each transfer's own error
  * went to its callback and is kept for s3x_batch_result). S3X_EINVAL if the

@@ -288,6 +288,59 @@ S3X_API int s3x_list_multipart_uploads(s3x_client *client, const char *bucket,
                                        const char *prefix, s3x_upload_list **out);
 S3X_API void s3x_upload_list_free(s3x_upload_list *list);
 
+/* ---- server-side copy and bulk delete ---------------------------------- */
+
+/* What a copy does with the source's metadata (x-amz-metadata-directive). */
+typedef enum s3x_metadata_directive {
+    S3X_METADATA_COPY = 0,    /* the copy keeps the source's content type and user metadata */
+    S3X_METADATA_REPLACE = 1  /* the copy gets content_type below and no user metadata */
+} s3x_metadata_directive;
+
+/* Options of a copy; a NULL pointer means all defaults (zeroed struct). */
+typedef struct s3x_copy_opts {
+    int metadata_directive;     /* s3x_metadata_directive */
+    const char *content_type;   /* REPLACE only; NULL: the server's default */
+    const char *if_match;       /* copy only if the source's ETag is this (x-amz-copy-source-if-match); NULL: any */
+} s3x_copy_opts;
+
+/* CopyObject: one request in which the server copies src to dst (up to
+ * 5 GiB; larger objects need s3x_upload_copy, which copies in parts). The
+ * bytes never pass through the client. etag_out (may be NULL) receives the
+ * new object's ETag (free with s3x_free). A 200 answer whose body is an
+ * <Error> fails with S3X_EHTTP and that error's code; a missing source
+ * fails with 404 NoSuchKey; a failed if_match with 412 PreconditionFailed.
+ * Errors: S3X_EINVAL (names, directive), S3X_EHTTP, S3X_ENETWORK, S3X_EXML. */
+S3X_API int s3x_copy_object(s3x_client *client, const char *src_bucket, const char *src_key,
+                            const char *dst_bucket, const char *dst_key, const s3x_copy_opts *opts,
+                            char **etag_out);
+
+/* The most keys one DeleteObjects request may name. */
+#define S3X_DELETE_MAX_KEYS 1000
+
+/* One key's outcome in a DeleteObjects call. */
+typedef struct s3x_delete_entry {
+    char *key;
+    int ok;          /* 1: deleted (or already absent: S3 reports that as deleted) */
+    char *code;      /* the S3 error code when !ok ("AccessDenied", ...), else NULL */
+    char *message;   /* its message, else NULL */
+} s3x_delete_entry;
+typedef struct s3x_delete_result {
+    s3x_delete_entry *entries;  /* one per key given, in the order given */
+    size_t count;
+    size_t failed;              /* entries with ok == 0 */
+} s3x_delete_result;
+
+/* DeleteObjects: deletes n keys (1..S3X_DELETE_MAX_KEYS) of bucket in one
+ * request (with the Content-MD5 S3 requires on it) and gives each key's
+ * outcome in *out (release with s3x_delete_result_free). The call returns 0
+ * when the request succeeded even if some keys failed: look at
+ * (*out)->failed. A key the answer does not mention is reported failed
+ * with code "NotReported". Errors: S3X_EINVAL (no keys, too many, an empty
+ * key), S3X_EHTTP (the request as a whole), S3X_ENETWORK, S3X_EXML. */
+S3X_API int s3x_delete_objects(s3x_client *client, const char *bucket, const char *const *keys, size_t n,
+                               s3x_delete_result **out);
+S3X_API void s3x_delete_result_free(s3x_delete_result *result);
+
 #ifdef __cplusplus
 }
 #endif

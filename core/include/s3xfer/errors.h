@@ -29,7 +29,8 @@ typedef enum s3x_errcode {
     S3X_ECHECKSUM = -12,  /* a checksum did not match */
     S3X_ECHANGED = -13,   /* the source or the object changed during the transfer */
     S3X_ELIMIT = -14,     /* an S3 limit would be exceeded (part count, part size) */
-    S3X_EINTERNAL = -15   /* a bug: please report it */
+    S3X_EINTERNAL = -15,  /* a bug: please report it */
+    S3X_EPARTIAL = -16    /* a run of many objects: some failed (each reported on its own) */
 } s3x_errcode;
 
 typedef struct s3x_error {

@@ -14,6 +14,7 @@
 #include "s3xfer/client.h"
 #include "s3xfer/transfer.h"
 #include "s3xfer/batch.h"
+#include "s3xfer/bulk.h"
 
 #ifdef __cplusplus
 extern "C" {

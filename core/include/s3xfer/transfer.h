@@ -106,6 +106,18 @@ S3X_API int s3x_upload_stream(s3x_upload *u, const char *bucket, const char *key
  * For unknown sizes, this is the first part's size (see docs: growth rule). */
 S3X_API int64_t s3x_upload_plan_part_size(const s3x_upload *u, int64_t size);
 
+/* Server-side copy of src_bucket/src_key to dst_bucket/dst_key with this
+ * manager's knobs: a HeadObject of the source, then one CopyObject below
+ * MULTIPART_THRESHOLD, else UploadPartCopy ranges of PART_SIZE (grown so at
+ * most 10,000 parts; objects over 5 GiB work), CONCURRENCY at once. Every
+ * request is pinned to the source's ETag (x-amz-copy-source-if-match): a
+ * source replaced during the copy fails it with S3X_ECHANGED. A failed or
+ * cancelled multipart copy is aborted. opts may be NULL (metadata COPY).
+ * The result's bytes, parts, requests, retries, etag, upload_id and
+ * multipart are filled; no pool buffer is used. */
+S3X_API int s3x_upload_copy(s3x_upload *u, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                            const char *dst_key, const s3x_copy_opts *opts, s3x_result *result);
+
 /* ---- download manager ------------------------------------------------- */
 
 typedef struct s3x_download s3x_download;

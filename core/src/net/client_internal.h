@@ -50,7 +50,7 @@ struct s3x_client {
 };
 
 #define S3X_MAX_QUERY 8
-#define S3X_MAX_HEADERS 16
+#define S3X_MAX_HEADERS 32 /* a copy's CreateMultipartUpload carries the source's metadata */
 
 typedef struct s3x_http_req s3x_http_req;
 typedef void (*s3x_http_done_fn)(s3x_http_req *req, void *payload);
@@ -90,9 +90,13 @@ struct s3x_http_req {
     long status;
     s3x_buf resp_body;
     char *etag, *request_id, *content_range, *content_type, *last_modified, *version_id;
+    char *server;              /* the Server header (which S3 implementation answered) */
     double retry_after_s;      /* Retry-After in seconds (bounded by S3X_RETRY_AFTER_MAX_S); -1 when absent */
     int checksum_kind;         /* s3x_checksum of an x-amz-checksum-* response header, or 0 */
     char *checksum_value;      /* its value (base64; "...-N" for composite checksums) */
+    int want_meta;             /* keep x-amz-meta-* headers in meta (a copy's HeadObject) */
+    s3x_buf meta;              /* "x-amz-meta-name\0value\0"..., names lowercased */
+    int meta_over;             /* more metadata than S3 allows (or no memory): meta is incomplete */
     int64_t content_length;    /* -1 when absent */
     int64_t bytes_in;          /* response body bytes received */
     int64_t bytes_out;         /* request body bytes handed to curl */

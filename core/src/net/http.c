@@ -109,6 +109,32 @@ static double parse_retry_after(const char *v, size_t vl) {
     return s > S3X_RETRY_AFTER_MAX_S ? S3X_RETRY_AFTER_MAX_S : s;
 }
 
+/* A user metadata header "x-amz-meta-name: value" into r->meta as
+ * "x-amz-meta-name\0value\0" (name lowercased, as S3 sends and signs it),
+ * for a copy that carries the source's metadata; one over S3's 2 KiB of
+ * metadata is not S3's and is dropped with the rest (meta_over). */
+static void keep_meta(s3x_http_req *r, const char *line, size_t n) {
+    const char *colon = memchr(line, ':', n);
+    if (!colon) return;
+    size_t kl = (size_t)(colon - line);
+    const char *v;
+    size_t vl;
+    char name[128];
+    if (kl >= sizeof name) {
+        r->meta_over = 1;
+        return;
+    }
+    for (size_t i = 0; i < kl; i++) name[i] = (char)tolower((unsigned char)line[i]);
+    name[kl] = 0;
+    if (!header_is(line, n, name, &v, &vl)) return;
+    if (r->meta.len + kl + vl + 2 > 8192) {
+        r->meta_over = 1;
+        return;
+    }
+    if (s3x_buf_append(&r->meta, name, kl + 1) || s3x_buf_append(&r->meta, v, vl) || s3x_buf_append(&r->meta, "", 1))
+        r->meta_over = 1;
+}
+
 static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     s3x_http_req *r = ud;
     size_t n = size * nitems;
@@ -140,6 +166,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     else if (header_is(line, n, "content-type", &v, &vl)) set_field(&r->content_type, v, vl);
     else if (header_is(line, n, "last-modified", &v, &vl)) set_field(&r->last_modified, v, vl);
     else if (header_is(line, n, "x-amz-version-id", &v, &vl)) set_field(&r->version_id, v, vl);
+    else if (header_is(line, n, "server", &v, &vl)) set_field(&r->server, v, vl);
     else if (header_is(line, n, "x-amz-checksum-crc32c", &v, &vl)) {
         set_field(&r->checksum_value, v, vl);
         r->checksum_kind = S3X_CHECKSUM_CRC32C;
@@ -151,6 +178,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
         r->checksum_kind = S3X_CHECKSUM_SHA256;
     }
     else if (header_is(line, n, "retry-after", &v, &vl)) r->retry_after_s = parse_retry_after(v, vl);
+    else if (r->want_meta && n > 11 && !strncasecmp(line, "x-amz-meta-", 11)) keep_meta(r, line, n);
     else if (header_is(line, n, "content-length", &v, &vl)) {
         /* Digits only, no overflow (strtoll took "+1", "-5" and saturated
          * huge values). A value that is not a length counts as absent:
@@ -748,16 +776,19 @@ void s3x_http_req_reset(s3x_client *c, s3x_http_req *r) {
     r->slist = NULL;
     s3x_buf_free(&r->url);
     s3x_buf_free(&r->resp_body);
+    s3x_buf_free(&r->meta);
+    r->meta_over = 0;
     free(r->etag);
     free(r->request_id);
     free(r->content_range);
     free(r->content_type);
     free(r->last_modified);
     free(r->version_id);
+    free(r->server);
     free(r->checksum_value);
     r->checksum_value = NULL;
     r->checksum_kind = 0;
-    r->etag = r->request_id = r->content_range = r->content_type = r->last_modified = r->version_id = NULL;
+    r->etag = r->request_id = r->content_range = r->content_type = r->last_modified = r->version_id = r->server = NULL;
     r->status = 0;
     r->got_status = 0;
     r->bytes_in = r->bytes_out = 0;

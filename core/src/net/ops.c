@@ -5,6 +5,7 @@
 #include "client_internal.h"
 #include "error.h"
 #include "params_internal.h"
+#include "checksum.h"
 #include "range.h"
 #include "requests.h"
 #include "retrypolicy.h"
@@ -654,5 +655,152 @@ int s3x_list_multipart_uploads(s3x_client *c, const char *bucket, const char *pr
     free(id_marker);
     if (rc) s3x_upload_list_free(l);
     else *out = l;
+    return rc;
+}
+
+/* ---- server-side copy ------------------------------------------------------- */
+
+int s3x_copy_object(s3x_client *c, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                    const char *dst_key, const s3x_copy_opts *opts, char **etag_out) {
+    int rc;
+    if (etag_out) *etag_out = NULL;
+    if ((rc = need("client", c)) || (rc = check_bucket(src_bucket)) || (rc = check_key(src_key)) ||
+        (rc = check_bucket(dst_bucket)) || (rc = check_key(dst_key)))
+        return rc;
+    s3x_copy_opts none = {0};
+    if (!opts) opts = &none;
+    if (opts->metadata_directive != S3X_METADATA_COPY && opts->metadata_directive != S3X_METADATA_REPLACE)
+        return s3x_seterr(S3X_EINVAL, "metadata_directive %d is neither S3X_METADATA_COPY nor S3X_METADATA_REPLACE",
+                          opts->metadata_directive);
+    char *source = NULL;
+    if ((rc = s3x_req_copy_source(src_bucket, src_key, &source))) return rc;
+    s3x_http_req r;
+    s3x_req_new(&r);
+    const char *directive = opts->metadata_directive == S3X_METADATA_REPLACE ? "REPLACE" : "COPY";
+    rc = s3x_req_copy_object(&r, dst_bucket, dst_key, source, directive, opts->content_type, opts->if_match, NULL);
+    /* Replayed freely: copying the same source again gives the same object. */
+    if (!rc) rc = run(c, &r);
+    if (!rc) rc = s3x_http_check_complete_body(&r);
+    if (!rc) {
+        s3x_xml_copy cr;
+        memset(&cr, 0, sizeof cr);
+        rc = s3x_xml_parse_copy(r.resp_body.data, r.resp_body.len, "CopyObjectResult", &cr);
+        if (!rc && etag_out) {
+            *etag_out = cr.etag;
+            cr.etag = NULL;
+        }
+        s3x_xml_copy_free(&cr);
+    }
+    s3x_http_req_reset(c, &r);
+    free(source);
+    return rc;
+}
+
+/* ---- bulk delete ------------------------------------------------------------ */
+
+void s3x_delete_result_free(s3x_delete_result *d) {
+    if (!d) return;
+    for (size_t i = 0; i < d->count; i++) {
+        free(d->entries[i].key);
+        free(d->entries[i].code);
+        free(d->entries[i].message);
+    }
+    free(d->entries);
+    free(d);
+}
+
+typedef struct key_ix {
+    const char *key;
+    size_t i;
+} key_ix;
+
+static int key_ix_cmp(const void *a, const void *b) {
+    return strcmp(((const key_ix *)a)->key, ((const key_ix *)b)->key);
+}
+
+/* Puts the answer's entries in the order of the keys asked for; a key the
+ * answer leaves out is a failure ("NotReported"), never a silent success. */
+static int order_deleted(const char *const *keys, size_t n, s3x_xml_delete_result *dr, s3x_delete_result *d) {
+    key_ix *ix = malloc(n * sizeof *ix);
+    if (!ix) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) ix[i] = (key_ix){keys[i], i};
+    qsort(ix, n, sizeof *ix, key_ix_cmp);
+    for (size_t j = 0; j < dr->n; j++) {
+        key_ix probe = {dr->entries[j].key, 0};
+        key_ix *hit = bsearch(&probe, ix, n, sizeof *ix, key_ix_cmp);
+        if (!hit) continue; /* a key we did not ask about says nothing of ours */
+        /* The same key named twice: the first entry still free takes it. */
+        while (hit > ix && !strcmp(hit[-1].key, probe.key)) hit--;
+        while (hit < ix + n && !strcmp(hit->key, probe.key) && d->entries[hit->i].key) hit++;
+        if (hit == ix + n || strcmp(hit->key, probe.key)) continue;
+        s3x_delete_entry *e = &d->entries[hit->i];
+        s3x_xml_deleted *x = &dr->entries[j];
+        e->key = x->key;
+        e->ok = x->ok;
+        e->code = x->code;
+        e->message = x->message;
+        x->key = x->code = x->message = NULL;
+    }
+    free(ix);
+    for (size_t i = 0; i < n; i++) {
+        s3x_delete_entry *e = &d->entries[i];
+        if (!e->key) {
+            e->key = xstrdup0(keys[i]);
+            e->ok = 0;
+            e->code = xstrdup0("NotReported");
+            e->message = xstrdup0("the DeleteObjects answer does not mention this key");
+            if (!e->key || !e->code || !e->message) return s3x_seterr(S3X_ENOMEM, "out of memory");
+        }
+        if (!e->ok) d->failed++;
+    }
+    return 0;
+}
+
+int s3x_delete_objects(s3x_client *c, const char *bucket, const char *const *keys, size_t n,
+                       s3x_delete_result **out) {
+    int rc;
+    if ((rc = need("client", c)) || (rc = check_bucket(bucket)) || (rc = need("keys", keys)) ||
+        (rc = need("out", out)))
+        return rc;
+    *out = NULL;
+    if (n == 0 || n > S3X_DELETE_MAX_KEYS)
+        return s3x_seterr(S3X_EINVAL, "DeleteObjects takes 1..%d keys, got %zu", S3X_DELETE_MAX_KEYS, n);
+    char *body = NULL;
+    size_t blen = 0;
+    if ((rc = s3x_xml_build_delete(keys, n, 0, &body, &blen))) return rc;
+    /* S3 refuses DeleteObjects without an integrity header. */
+    char md5[48];
+    s3x_hasher h;
+    if (s3x_hasher_init(&h, S3X_CHECKSUM_MD5)) {
+        free(body);
+        return s3x_seterr(S3X_ENOMEM, "MD5 init failed");
+    }
+    s3x_hasher_update(&h, body, blen);
+    s3x_hasher_final_b64(&h, md5);
+    s3x_http_req r;
+    s3x_req_new(&r);
+    rc = s3x_req_delete_objects(&r, bucket, md5);
+    r.body = body;
+    r.body_len = blen;
+    /* Replayed freely: deleting what is gone already reports it deleted. */
+    if (!rc) rc = run(c, &r);
+    s3x_xml_delete_result dr;
+    memset(&dr, 0, sizeof dr);
+    if (!rc) rc = s3x_xml_parse_delete_result(r.resp_body.data, r.resp_body.len, &dr);
+    s3x_http_req_reset(c, &r);
+    free(body);
+    s3x_delete_result *d = NULL;
+    if (!rc) {
+        d = calloc(1, sizeof *d);
+        if (d) d->entries = calloc(n, sizeof *d->entries);
+        if (!d || !d->entries) rc = s3x_seterr(S3X_ENOMEM, "out of memory");
+        else {
+            d->count = n;
+            rc = order_deleted(keys, n, &dr, d);
+        }
+    }
+    s3x_xml_delete_result_free(&dr);
+    if (rc) s3x_delete_result_free(d);
+    else *out = d;
     return rc;
 }

@@ -1,6 +1,7 @@
 /* Request builders: every S3 request's method, target, query and headers. */
 #include "requests.h"
 #include "error.h"
+#include "sigv4.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -194,5 +195,67 @@ int s3x_req_list_parts(s3x_http_req *r, const char *bucket, const char *key, con
         rc = num(mk, sizeof(s3x_req_num), "part-number-marker", marker);
         if (!rc) rc = s3x_req_query(r, "part-number-marker", mk);
     }
+    return rc;
+}
+
+/* ---- server-side copy and bulk delete -------------------------------------- */
+
+int s3x_req_copy_source(const char *bucket, const char *key, char **out) {
+    *out = NULL;
+    if (!bucket || !*bucket || !key || !*key) return s3x_seterr(S3X_EINVAL, "copy source needs a bucket and a key");
+    s3x_buf b = S3X_BUF_INIT;
+    /* '/' stays as is, as botocore sends it; S3 decodes the rest. */
+    if (s3x_buf_puts(&b, "/") || s3x_uri_encode(&b, bucket, strlen(bucket), 1) || s3x_buf_puts(&b, "/") ||
+        s3x_uri_encode(&b, key, strlen(key), 0)) {
+        s3x_buf_free(&b);
+        return s3x_seterr(S3X_ENOMEM, "out of memory");
+    }
+    *out = s3x_buf_detach(&b);
+    return *out ? 0 : s3x_seterr(S3X_ENOMEM, "out of memory");
+}
+
+int s3x_req_copy_object(s3x_http_req *r, const char *bucket, const char *key, const char *copy_source,
+                        const char *directive, const char *content_type, const char *if_match,
+                        const char *checksum_algorithm) {
+    target(r, "CopyObject", "PUT", bucket, key);
+    if (directive && strcmp(directive, "COPY") && strcmp(directive, "REPLACE"))
+        return s3x_seterr(S3X_EINVAL, "metadata directive must be COPY or REPLACE, not %.32s", directive);
+    int rc = s3x_req_header(r, "x-amz-copy-source", copy_source);
+    if (!rc) rc = opt_header(r, "x-amz-metadata-directive", directive);
+    /* With COPY the server keeps the source's type; a type sent then is ignored or refused. */
+    if (!rc && directive && !strcmp(directive, "REPLACE")) rc = opt_header(r, "content-type", content_type);
+    if (!rc) rc = opt_header(r, "x-amz-copy-source-if-match", if_match);
+    if (!rc) rc = opt_header(r, "x-amz-checksum-algorithm", checksum_algorithm);
+    return rc;
+}
+
+int s3x_req_upload_part_copy(s3x_http_req *r, const char *bucket, const char *key, const char *upload_id,
+                             int part_number, s3x_req_num pn, const char *copy_source, const char *range,
+                             const char *if_match) {
+    target(r, "UploadPartCopy", "PUT", bucket, key);
+    if (part_number < 1 || part_number > 10000)
+        return s3x_seterr(S3X_EINVAL, "part number %d is out of range [1, 10000]", part_number);
+    int rc = num(pn, sizeof(s3x_req_num), "part number", part_number);
+    if (!rc) rc = s3x_req_query(r, "partNumber", pn);
+    if (!rc) rc = s3x_req_query(r, "uploadId", upload_id);
+    if (!rc) rc = s3x_req_header(r, "x-amz-copy-source", copy_source);
+    if (!rc) rc = s3x_req_header(r, "x-amz-copy-source-range", range);
+    if (!rc) rc = opt_header(r, "x-amz-copy-source-if-match", if_match);
+    return rc;
+}
+
+int s3x_req_delete_objects(s3x_http_req *r, const char *bucket, const char *content_md5) {
+    target(r, "DeleteObjects", "POST", bucket, NULL);
+    int rc = s3x_req_query(r, "delete", "");
+    if (!rc) rc = s3x_req_header(r, "content-md5", content_md5);
+    if (!rc) rc = s3x_req_header(r, "content-type", "application/xml");
+    return rc;
+}
+
+int s3x_req_create_mpu_meta(s3x_http_req *r, const char *bucket, const char *key, const char *content_type,
+                            const char *checksum_algorithm, const char *const *names, const char *const *values,
+                            size_t nmeta) {
+    int rc = s3x_req_create_mpu(r, bucket, key, content_type, checksum_algorithm);
+    for (size_t i = 0; !rc && i < nmeta; i++) rc = s3x_req_header(r, names[i], values[i]);
     return rc;
 }

@@ -87,4 +87,31 @@ int s3x_req_abort_mpu(s3x_http_req *r, const char *bucket, const char *key, cons
 int s3x_req_list_parts(s3x_http_req *r, const char *bucket, const char *key, const char *upload_id, int marker,
                        s3x_req_num mk);
 
+/* ---- server-side copy and bulk delete ----------------------------------- */
+/* The x-amz-copy-source value for bucket/key: "/bucket/key" percent-encoded
+ * as botocore does (every byte but A-Z a-z 0-9 - . _ ~ and '/'), into *out
+ * (malloc'd; the caller frees it once the request is done). */
+int s3x_req_copy_source(const char *bucket, const char *key, char **out);
+/* CopyObject of copy_source (s3x_req_copy_source) to bucket/key.
+ * directive: NULL (the server's default, COPY), "COPY" or "REPLACE";
+ * content_type is sent with REPLACE only; if_match (NULL: none) is
+ * x-amz-copy-source-if-match; checksum_algorithm (NULL: none) asks for that
+ * checksum on the copy. */
+int s3x_req_copy_object(s3x_http_req *r, const char *bucket, const char *key, const char *copy_source,
+                        const char *directive, const char *content_type, const char *if_match,
+                        const char *checksum_algorithm);
+/* UploadPartCopy of the bytes range ("bytes=A-B", s3x_req_range) of
+ * copy_source into part part_number (formatted into pn); if_match as above. */
+int s3x_req_upload_part_copy(s3x_http_req *r, const char *bucket, const char *key, const char *upload_id,
+                             int part_number, s3x_req_num pn, const char *copy_source, const char *range,
+                             const char *if_match);
+/* DeleteObjects (POST ?delete; the caller sets the XML body, and its
+ * base64 MD5 in content_md5, which S3 requires on this request). */
+int s3x_req_delete_objects(s3x_http_req *r, const char *bucket, const char *content_md5);
+/* CreateMultipartUpload with user metadata: nmeta x-amz-meta-* headers
+ * (names[i] full header names, values[i] their values). */
+int s3x_req_create_mpu_meta(s3x_http_req *r, const char *bucket, const char *key, const char *content_type,
+                            const char *checksum_algorithm, const char *const *names, const char *const *values,
+                            size_t nmeta);
+
 #endif

@@ -829,3 +829,124 @@ int s3x_xml_parse_sts(const char *xml, size_t len, const char *action, s3x_xml_s
     xmlFreeDoc(doc);
     return rc;
 }
+
+/* ---- CopyObjectResult / CopyPartResult ---- */
+
+void s3x_xml_copy_free(s3x_xml_copy *c) {
+    if (!c) return;
+    free(c->etag);
+    free(c->last_modified);
+    free(c->checksum);
+    memset(c, 0, sizeof *c);
+}
+
+int s3x_xml_parse_copy(const char *xml, size_t len, const char *root_name, s3x_xml_copy *out) {
+    static const char *const sums[] = {"ChecksumCRC32C", "ChecksumCRC32", "ChecksumSHA256", "ChecksumCRC64NVME", NULL};
+    if (!root_name || (strcmp(root_name, "CopyObjectResult") && strcmp(root_name, "CopyPartResult")))
+        return s3x_seterr(S3X_EINVAL, "copy result: unknown root element");
+    xmlDocPtr doc;
+    const xmlNode *root;
+    int rc = parse_root(xml, len, root_name, &doc, &root);
+    if (rc) return rc;
+    rc = get_text(root, "ETag", &out->etag);
+    if (rc == ABSENT) rc = missing("ETag", NULL, root_name);
+    else if (rc == 0 && !*out->etag) rc = s3x_seterr(S3X_EXML, "empty <ETag> in %s response", root_name);
+    if (!rc) rc = get_text_or_null(root, "LastModified", &out->last_modified);
+    for (int i = 0; !rc && sums[i] && !out->checksum; i++) {
+        rc = get_text_or_null(root, sums[i], &out->checksum);
+        if (!rc && out->checksum) out->checksum_name = sums[i];
+    }
+    if (rc) s3x_xml_copy_free(out);
+    xmlFreeDoc(doc);
+    return rc;
+}
+
+/* ---- DeleteResult ---- */
+
+void s3x_xml_delete_result_free(s3x_xml_delete_result *d) {
+    if (!d) return;
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->entries[i].key);
+        free(d->entries[i].code);
+        free(d->entries[i].message);
+    }
+    free(d->entries);
+    memset(d, 0, sizeof *d);
+}
+
+int s3x_xml_parse_delete_result(const char *xml, size_t len, s3x_xml_delete_result *out) {
+    static const char what[] = "DeleteResult";
+    xmlDocPtr doc;
+    const xmlNode *root;
+    int rc = parse_root(xml, len, what, &doc, &root);
+    if (rc) return rc;
+    size_t n = count_children(root, "Deleted") + count_children(root, "Error");
+    if (n > S3X_XML_DELETE_MAX) {
+        rc = s3x_seterr(S3X_EXML, "%zu entries in %s response, more than the %d keys a request may name", n, what,
+                        S3X_XML_DELETE_MAX);
+        goto done;
+    }
+    if (n && !(out->entries = calloc(n, sizeof *out->entries))) {
+        rc = s3x_seterr(S3X_ENOMEM, "out of memory for %zu entries in %s response", n, what);
+        goto done;
+    }
+    char ctx[48];
+    for (const xmlNode *c = root->children; c; c = c->next) {
+        int ok = name_is(c, "Deleted");
+        if (!ok && !name_is(c, "Error")) continue;
+        s3x_xml_deleted *e = &out->entries[out->n++];
+        e->ok = ok;
+        snprintf(ctx, sizeof ctx, "<%s> %zu", ok ? "Deleted" : "Error", out->n);
+        rc = get_text(c, "Key", &e->key);
+        if (rc == ABSENT) rc = missing("Key", ctx, what);
+        if (rc) goto done;
+        if (!ok) {
+            if ((rc = get_text_or_empty(c, "Code", &e->code)) || (rc = get_text_or_empty(c, "Message", &e->message)))
+                goto done;
+            if (!*e->code) {
+                /* A failure with no code still has to say it failed. */
+                free(e->code);
+                if (!(e->code = strdup("UnknownError"))) {
+                    rc = s3x_seterr(S3X_ENOMEM, "out of memory");
+                    goto done;
+                }
+            }
+        }
+    }
+done:
+    if (rc) s3x_xml_delete_result_free(out);
+    xmlFreeDoc(doc);
+    return rc;
+}
+
+int s3x_xml_build_delete(const char *const *keys, size_t n, int quiet, char **out, size_t *out_len) {
+    if (!out || !out_len) return s3x_seterr(S3X_EINVAL, "DeleteObjects body: no output pointer");
+    *out = NULL;
+    *out_len = 0;
+    if (!keys || n == 0 || n > S3X_XML_DELETE_MAX)
+        return s3x_seterr(S3X_EINVAL, "DeleteObjects takes 1..%d keys, got %zu", S3X_XML_DELETE_MAX, n);
+    s3x_buf b = S3X_BUF_INIT;
+    int rc = 0;
+    if (s3x_buf_puts(&b, "<Delete xmlns=\"" S3_XMLNS "\">")) goto nomem;
+    if (quiet && s3x_buf_puts(&b, "<Quiet>true</Quiet>")) goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        if (!keys[i] || !*keys[i]) {
+            rc = s3x_seterr(S3X_EINVAL, "DeleteObjects body: key %zu is empty", i);
+            goto fail;
+        }
+        char field[64];
+        snprintf(field, sizeof field, "DeleteObjects body: key %zu", i);
+        if (s3x_buf_puts(&b, "<Object><Key>")) goto nomem;
+        if ((rc = append_escaped(&b, keys[i], field))) goto fail;
+        if (s3x_buf_puts(&b, "</Key></Object>")) goto nomem;
+    }
+    if (s3x_buf_puts(&b, "</Delete>")) goto nomem;
+    *out_len = b.len;
+    *out = s3x_buf_detach(&b);
+    return 0;
+nomem:
+    rc = s3x_seterr(S3X_ENOMEM, "out of memory building the DeleteObjects body");
+fail:
+    s3x_buf_free(&b);
+    return rc;
+}

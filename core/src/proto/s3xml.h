@@ -109,6 +109,39 @@ typedef struct s3x_xml_sts {
 int s3x_xml_parse_sts(const char *xml, size_t len, const char *action, s3x_xml_sts *out);
 void s3x_xml_sts_free(s3x_xml_sts *s);
 
+/* <CopyObjectResult> (CopyObject) or <CopyPartResult> (UploadPartCopy):
+ * ETag (required, non-empty), LastModified and a Checksum{CRC32C,CRC32,
+ * SHA256,CRC64NVME} when the server computed one (checksum_name is then
+ * that element's name, a static string). root is "CopyObjectResult" or
+ * "CopyPartResult". An <Error> document fails with S3X_EXML naming its code
+ * (the HTTP layer turns a 200 <Error> into S3X_EHTTP before this runs). */
+typedef struct s3x_xml_copy {
+    char *etag, *last_modified, *checksum;
+    const char *checksum_name;
+} s3x_xml_copy;
+int s3x_xml_parse_copy(const char *xml, size_t len, const char *root, s3x_xml_copy *out);
+void s3x_xml_copy_free(s3x_xml_copy *c);
+
+/* <DeleteResult> (DeleteObjects): <Deleted><Key/></Deleted> and
+ * <Error><Key/><Code/><Message/></Error> entries, in document order, at most
+ * S3X_XML_DELETE_MAX of them (more is a broken answer to a request of at most
+ * that many keys). ok is 1 for Deleted; code and message are NULL then. */
+#define S3X_XML_DELETE_MAX 1000
+typedef struct s3x_xml_deleted {
+    char *key, *code, *message;
+    int ok;
+} s3x_xml_deleted;
+typedef struct s3x_xml_delete_result {
+    s3x_xml_deleted *entries; size_t n;
+} s3x_xml_delete_result;
+int s3x_xml_parse_delete_result(const char *xml, size_t len, s3x_xml_delete_result *out);
+void s3x_xml_delete_result_free(s3x_xml_delete_result *d);
+
+/* Builds <Delete>[<Quiet>true</Quiet>]<Object><Key>k</Key></Object>...</Delete>
+ * for 1..S3X_XML_DELETE_MAX keys; keys are escaped or refused (S3X_EINVAL
+ * naming the key's index) as ETags are above; an empty key is refused. */
+int s3x_xml_build_delete(const char *const *keys, size_t n, int quiet, char **out, size_t *out_len);
+
 /* Call once per process before threads start using the parser (idempotent). */
 void s3x_xml_init(void);
 

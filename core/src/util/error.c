@@ -123,6 +123,7 @@ const char *s3x_strerror(int code) {
     case S3X_ECHANGED: return "source or object changed during transfer";
     case S3X_ELIMIT: return "S3 limit exceeded";
     case S3X_EINTERNAL: return "internal error";
+    case S3X_EPARTIAL: return "some objects failed";
     default: return "unknown error";
     }
 }

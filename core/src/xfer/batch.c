@@ -14,6 +14,7 @@
  * An item is QUEUED until the loop opens it: at most `active_max` are open
  * at once, so a batch of a million objects holds a million small records,
  * not a million open files, runs or writer threads. */
+#include "batch_internal.h"
 #include "error.h"
 #include "kinds.h"
 #include "params_internal.h"
@@ -28,13 +29,16 @@
 #include <unistd.h>
 
 enum { IT_QUEUED, IT_RUNNING, IT_DONE };
-enum { HOW_FILE, HOW_MEM, HOW_STREAM };
+enum { HOW_FILE, HOW_MEM, HOW_STREAM, HOW_COPY };
 
 typedef struct item {
     s3x_batch_id id;
     int upload;               /* 1 upload, 0 download */
     int how;                  /* HOW_* */
     char *bucket, *key, *path;
+    char *src_bucket, *src_key;    /* HOW_COPY: the source (bucket, key: the destination) */
+    char *content_type, *if_match; /* HOW_COPY options */
+    int directive;
     const void *data;         /* upload memory */
     void *buf;                /* download memory */
     size_t len;               /* data's length or buf's capacity */
@@ -65,8 +69,14 @@ struct s3x_batch {
     pthread_mutex_t mu;
     pthread_cond_t cv_work;   /* the background loop waits for items */
     pthread_cond_t cv_idle;   /* s3x_batch_wait waits for idleness */
-    item **items;             /* by id - 1; NULL once forgotten */
-    size_t nitems, cap;
+    item **items;             /* by id - 1 - base; NULL once forgotten */
+    size_t nitems, cap;       /* slots used (ids base+1 .. base+nitems) and allocated */
+    uint64_t base;            /* ids before base+1 were all forgotten and their slots dropped */
+    size_t lead;              /* items[0 .. lead) are known to be forgotten */
+    int64_t nqueued;          /* items QUEUED */
+    s3x_batch_pull_fn pull;   /* the source (batch_internal.h), or NULL */
+    void *pull_payload;
+    int source_done;
     item *qhead, *qtail;      /* QUEUED, in order */
     int active;               /* RUNNING */
     int active_max;
@@ -130,6 +140,10 @@ static void item_free(item *it) {
     free(it->bucket);
     free(it->key);
     free(it->path);
+    free(it->src_bucket);
+    free(it->src_key);
+    free(it->content_type);
+    free(it->if_match);
     s3x_saved_error_free(&it->err);
     free(it);
 }
@@ -170,6 +184,7 @@ static int add(s3x_batch *b, item *proto, const s3x_batch_cb *cb, s3x_batch_id *
     if (!b) return s3x_seterr(S3X_EINVAL, "batch is NULL");
     int rc = s3x_check_target(proto->bucket, proto->key);
     if (rc) return rc;
+    if (proto->how == HOW_COPY && (rc = s3x_check_target(proto->src_bucket, proto->src_key))) return rc;
     if (proto->how == HOW_FILE && (!proto->path || !*proto->path)) return s3x_seterr(S3X_EINVAL, "path is empty");
     if (proto->upload && proto->how == HOW_MEM && proto->len && !proto->data)
         return s3x_seterr(S3X_EINVAL, "data is NULL but len is %zu", proto->len);
@@ -183,6 +198,10 @@ static int add(s3x_batch *b, item *proto, const s3x_batch_cb *cb, s3x_batch_id *
     it->bucket = dup_or_null(proto->bucket, &oom);
     it->key = dup_or_null(proto->key, &oom);
     it->path = dup_or_null(proto->path, &oom);
+    it->src_bucket = dup_or_null(proto->src_bucket, &oom);
+    it->src_key = dup_or_null(proto->src_key, &oom);
+    it->content_type = dup_or_null(proto->content_type, &oom);
+    it->if_match = dup_or_null(proto->if_match, &oom);
     if (cb) it->cb = *cb;
     it->state = IT_QUEUED;
     pthread_mutex_lock(&b->mu);
@@ -203,7 +222,8 @@ static int add(s3x_batch *b, item *proto, const s3x_batch_cb *cb, s3x_batch_id *
     }
     memcpy(it->params, b->params, sizeof it->params);
     b->items[b->nitems++] = it;
-    it->id = b->nitems;
+    it->id = b->base + b->nitems;
+    b->nqueued++;
     if (b->qtail) b->qtail->next = it;
     else b->qhead = it;
     b->qtail = it;
@@ -270,6 +290,23 @@ int s3x_batch_download_stream(s3x_batch *b, const char *bucket, const char *key,
     return add(b, &p, cb, id);
 }
 
+int s3x_batch_copy_ex(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                      const char *dst_key, const s3x_copy_opts *opts, const s3x_batch_cb *cb, s3x_batch_id *id) {
+    if (opts && opts->metadata_directive != S3X_METADATA_COPY && opts->metadata_directive != S3X_METADATA_REPLACE)
+        return s3x_seterr(S3X_EINVAL, "metadata_directive %d is neither S3X_METADATA_COPY nor S3X_METADATA_REPLACE",
+                          opts->metadata_directive);
+    item p = {.upload = 1, .how = HOW_COPY, .bucket = (char *)dst_bucket, .key = (char *)dst_key, .fd = -1,
+              .src_bucket = (char *)src_bucket, .src_key = (char *)src_key,
+              .content_type = opts ? (char *)opts->content_type : NULL, .if_match = opts ? (char *)opts->if_match : NULL,
+              .directive = opts ? opts->metadata_directive : S3X_METADATA_COPY};
+    return add(b, &p, cb, id);
+}
+
+int s3x_batch_copy(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                   const char *dst_key, const s3x_batch_cb *cb, s3x_batch_id *id) {
+    return s3x_batch_copy_ex(b, src_bucket, src_key, dst_bucket, dst_key, NULL, cb, id);
+}
+
 /* ---- the loop ---------------------------------------------------------------------- */
 
 /* Bytes a new buffer could get now: the budget left, plus kept buffers
@@ -328,6 +365,11 @@ static void on_end(s3x_sched *s, s3x_transfer *t, void *payload) {
     (void)s;
     s3x_batch *b = payload;
     item *it = t->owner;
+    if (!it) { /* a transfer of the source's own (a listing): it keeps its outcome */
+        int trc = t->ok ? 0 : s3x_error_restore(&t->x->err);
+        t->kind->close(t, trc);
+        return;
+    }
     int rc = t->ok ? 0 : s3x_error_restore(&it->x.err);
     if (!t->ok && !rc) rc = s3x_seterr(S3X_EINTERNAL, "a transfer failed without an error");
     t->kind->close(t, rc);
@@ -357,7 +399,10 @@ static void open_item(s3x_batch *b, item *it) {
     const char *bk = it->bucket, *k = it->key;
     int rc;
     s3x_transfer *t = NULL;
-    if (it->upload) {
+    if (it->how == HOW_COPY) {
+        s3x_copy_opts o = {it->directive, it->content_type, it->if_match};
+        rc = s3x_copy_open(S, x, it->src_bucket, it->src_key, bk, k, &o, &t);
+    } else if (it->upload) {
         rc = it->how == HOW_FILE  ? s3x_upload_open_file(S, x, bk, k, it->path, &t)
              : it->how == HOW_MEM ? s3x_upload_open_memory(S, x, bk, k, it->data, it->len, &t)
                                   : s3x_upload_open_stream(S, x, bk, k, it->fd, it->read_fn, it->io_payload, &t);
@@ -397,13 +442,14 @@ static void activate(s3x_batch *b) {
         b->qhead = it->next;
         if (!b->qhead) b->qtail = NULL;
         it->next = NULL;
+        b->nqueued--;
         it->state = IT_RUNNING;
         b->active++;
         b->stats.running = b->active;
         pthread_mutex_unlock(&b->mu);
         if (cancelled) {
             finish_item(b, it, s3x_seterr(S3X_ECANCELLED, "%s s3://%s/%s cancelled",
-                                          it->upload ? "upload to" : "download of", it->bucket, it->key));
+                                          it->how == HOW_COPY ? "copy to" : it->upload ? "upload to" : "download of", it->bucket, it->key));
         } else if (need > b->budget.limit) {
             finish_item(b, it, s3x_seterr(S3X_ENOMEM, "%s s3://%s/%s: a part buffer of %" PRId64
                                           " bytes cannot fit the batch's memory_limit %" PRId64
@@ -436,11 +482,41 @@ static void setup_loop(s3x_batch *b) {
     b->pool_ready = 1;
 }
 
-static int idle_locked(const s3x_batch *b) { return !b->qhead && b->active == 0; }
+static int idle_locked(const s3x_batch *b) {
+    return !b->qhead && b->active == 0 && (!b->pull || b->source_done);
+}
+
+/* Lets the source add items while the queue runs low. */
+static void pull_source(s3x_batch *b) {
+    if (!b->pull || b->source_done) return;
+    pthread_mutex_lock(&b->mu);
+    int64_t room = S3X_BATCH_LOW_WATER - b->nqueued;
+    pthread_mutex_unlock(&b->mu);
+    if (room <= 0) return;
+    int rc = b->pull(b, (int)room, b->pull_payload);
+    if (rc <= 0) {
+        pthread_mutex_lock(&b->mu);
+        b->source_done = 1;
+        pthread_mutex_unlock(&b->mu);
+    }
+}
+
+void s3x_batch_set_source(s3x_batch *b, s3x_batch_pull_fn pull, void *payload) {
+    pthread_mutex_lock(&b->mu);
+    b->pull = pull;
+    b->pull_payload = payload;
+    b->source_done = 0;
+    pthread_mutex_unlock(&b->mu);
+}
+
+s3x_sched *s3x_batch_sched(s3x_batch *b) { return &b->sched; }
+
+const int64_t *s3x_batch_params(const s3x_batch *b) { return b->params; }
 
 /* Runs until idle (background: until stopping, waiting for work). */
 static void loop(s3x_batch *b, int background) {
     for (;;) {
+        pull_source(b);
         activate(b);
         int n = s3x_sched_turn(&b->sched, 100);
         (void)n;
@@ -551,8 +627,20 @@ int s3x_batch_wait(s3x_batch *b, int timeout_ms) {
 /* ---- cancel and outcomes ------------------------------------------------------------ */
 
 static item *find_locked(s3x_batch *b, s3x_batch_id id) {
-    if (id == 0 || id > b->nitems) return NULL;
-    return b->items[id - 1];
+    if (id <= b->base || id > b->base + b->nitems) return NULL;
+    return b->items[id - 1 - b->base];
+}
+
+/* Drops the leading slots of forgotten items once they are most of the
+ * array, so a long run that forgets what it is done with keeps a table the
+ * size of what is still pending, not of everything it ever ran. */
+static void compact_locked(s3x_batch *b) {
+    while (b->lead < b->nitems && !b->items[b->lead]) b->lead++;
+    if (b->lead < 1024 || b->lead < b->nitems / 2) return;
+    memmove(b->items, b->items + b->lead, (b->nitems - b->lead) * sizeof *b->items);
+    b->nitems -= b->lead;
+    b->base += b->lead;
+    b->lead = 0;
 }
 
 static void cancel_locked(item *it) {
@@ -601,7 +689,8 @@ void s3x_batch_forget(s3x_batch *b, s3x_batch_id id) {
     item *it = find_locked(b, id);
     if (it && it->state == IT_DONE) {
         item_free(it);
-        b->items[id - 1] = NULL;
+        b->items[id - 1 - b->base] = NULL;
+        compact_locked(b);
     }
     pthread_mutex_unlock(&b->mu);
 }

@@ -29,6 +29,15 @@ int s3x_download_open_memory(s3x_sched *S, s3x_xfer *x, const char *bucket, cons
 int s3x_download_open_stream(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *key, int fd,
                              s3x_write_fn write_fn, void *payload, s3x_transfer **out);
 
+/* A server-side copy of src to dst (copy.c): HEAD of the source, then one
+ * CopyObject or a multipart upload of UploadPartCopy ranges. opts may be
+ * NULL; its strings are borrowed until close. */
+int s3x_copy_open(s3x_sched *S, s3x_xfer *x, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                  const char *dst_key, const s3x_copy_opts *opts, s3x_transfer **out);
+/* The part size of a multipart copy of size bytes: part_size, grown (whole
+ * MiB) so there are at most 10,000 parts. */
+int64_t s3x_copy_plan_part_size(int64_t part_size, int64_t size);
+
 /* The target checks every transfer starts with. */
 int s3x_check_target(const char *bucket, const char *key);
 

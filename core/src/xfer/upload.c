@@ -936,13 +936,15 @@ int s3x_upload_open_stream(s3x_sched *S, s3x_xfer *x, const char *bucket, const 
 /* ---- the blocking calls: one transfer on a scheduler of its own -------------------- */
 
 typedef struct open_args {
-    int how; /* 0 file, 1 memory, 2 stream */
+    int how; /* 0 file, 1 memory, 2 stream, 3 server-side copy */
     const char *path;
     const void *data;
     size_t len;
     int fd;
     s3x_read_fn read_fn;
     void *payload;
+    const char *src_bucket, *src_key; /* copy */
+    const s3x_copy_opts *copy;
 } open_args;
 
 static int run_one(s3x_upload *u, const char *bucket, const char *key, const open_args *a, s3x_result *result) {
@@ -956,6 +958,7 @@ static int run_one(s3x_upload *u, const char *bucket, const char *key, const ope
     s3x_transfer *t = NULL;
     int rc = a->how == 0   ? s3x_upload_open_file(&S, x, bucket, key, a->path, &t)
              : a->how == 1 ? s3x_upload_open_memory(&S, x, bucket, key, a->data, a->len, &t)
+             : a->how == 3 ? s3x_copy_open(&S, x, a->src_bucket, a->src_key, bucket, key, a->copy, &t)
                            : s3x_upload_open_stream(&S, x, bucket, key, a->fd, a->read_fn, a->payload, &t);
     if (rc) return rc;
     if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
@@ -984,4 +987,10 @@ int s3x_upload_stream(s3x_upload *u, const char *bucket, const char *key, s3x_re
     if (!read_fn) return s3x_seterr(S3X_EINVAL, "read_fn is NULL");
     open_args a = {.how = 2, .fd = -1, .read_fn = read_fn, .payload = payload};
     return run_one(u, bucket, key, &a, result);
+}
+
+int s3x_upload_copy(s3x_upload *u, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                    const char *dst_key, const s3x_copy_opts *opts, s3x_result *result) {
+    open_args a = {.how = 3, .fd = -1, .src_bucket = src_bucket, .src_key = src_key, .copy = opts};
+    return run_one(u, dst_bucket, dst_key, &a, result);
 }
