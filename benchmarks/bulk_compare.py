@@ -57,6 +57,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -734,6 +735,8 @@ def main():
             raise SystemExit(f"unknown op {o} (known: {', '.join(OPS)})")
     names = [c for c in a.clients.split(",") if c and c != "none"]
 
+    # SIGTERM (a killed run, run's timeout) unwinds like Ctrl-C, so the buckets and files go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     h = Harness(a)
     wants_s3xfer = any(n.startswith("s3xfer") for n in names)
     h.build = B.build_dir(a.build) if wants_s3xfer else None
