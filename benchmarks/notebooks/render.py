@@ -13,7 +13,8 @@ Python literal: --set REPEATS=3 --set 'CONCURRENCY=[1, 4, 16]' --set
 "DELAY_S='1-2'"). A --set applies to every selected notebook whose parameters
 cell defines NAME. --scale small (default) keeps the notebooks' own defaults;
 --scale medium applies the per-notebook presets of MEDIUM below (about 5-10
-minutes for all four on a 2-core machine); --set values come on top.
+minutes for the first four on a 2-core machine, plus about 5 for 06_bulk's
+--quick sets with every peer); --set values come on top.
 
 The .ipynb files are read, never written: --executed DIR saves the executed
 copies (with outputs) elsewhere. Each notebook runs on a kernel for this very
@@ -54,6 +55,7 @@ MEDIUM = {
     "04_slow_part_retry": dict(OBJECT_SIZE_MIB=400, REPEATS=3),
     "05_slow_part_grid": dict(SIZE_MIB=64, FRACTIONS=[0.05, 0.2], DELAYS=["1-2"], DIRECTIONS=["upload", "download"],
                               RUNS=2),
+    "06_bulk": dict(SETS="200x256KiB,20x5MiB", RUNS=3),
 }
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
