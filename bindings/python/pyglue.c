@@ -1045,18 +1045,28 @@ PyObject *py_bulk_run(s3x_client *c, int op, const char *a1, const char *a2, con
     }
     Py_BEGIN_ALLOW_THREADS s3x_bulk_free(bulk);
     Py_END_ALLOW_THREADS;
+    /* A callback's exception is handed back (not raised here) so that the
+     * caller can attach the summary before raising it. */
+    PyObject *cbexc = Py_None;
+    Py_INCREF(Py_None);
     if (cb.cb.error) {
-        Py_XDECREF(err);
+        Py_DECREF(Py_None);
         if (cb.cb.error == Py_None) {
             Py_DECREF(Py_None);
-            PyErr_SetString(PyExc_RuntimeError, "a callback failed");
+            cbexc = PyObject_CallFunction(PyExc_RuntimeError, "s", "a callback failed");
         } else {
-            PyErr_Restore(cb.cb.etype, cb.cb.error, cb.cb.etb);
+            cbexc = cb.cb.error;
+            if (cb.cb.etb) PyException_SetTraceback(cbexc, cb.cb.etb);
         }
+        Py_XDECREF(cb.cb.etype);
+        Py_XDECREF(cb.cb.etb);
+    }
+    if (!err || !cbexc) {
+        Py_XDECREF(err);
+        Py_XDECREF(cbexc);
         return NULL;
     }
-    if (!err) return NULL;
-    return Py_BuildValue("(iNN)", rc, bulk_summary_dict(&s), err);
+    return Py_BuildValue("(iNNN)", rc, bulk_summary_dict(&s), err, cbexc);
 fail:
     s3x_bulk_free(bulk);
     return NULL;

@@ -88,9 +88,10 @@ PyObject *py_batch_stats(s3x_batch *b);
  * size, rc, error (None, or (code, message, http_status, s3_code,
  * request_id)), reason, result (a result dict or None). progress(dict) with
  * the summary so far. Both run with the GIL re-acquired on the calling
- * thread; the first exception either raises cancels the run and is
- * re-raised here. Returns (rc, summary dict, error tuple or None): rc 0,
- * S3X_EPARTIAL or another code, which the caller turns into an exception. */
+ * thread; the first exception either raises cancels the run. Returns (rc,
+ * summary dict, error tuple or None, the callback's exception or None): rc
+ * 0, S3X_EPARTIAL or another code, which the caller turns into an
+ * exception (the callback's first, with the summary attached). */
 enum { PY_BULK_UPLOAD_DIR = 1, PY_BULK_DOWNLOAD_DIR, PY_BULK_SYNC_UP, PY_BULK_SYNC_DOWN, PY_BULK_DELETE_PREFIX,
        PY_BULK_COPY_PREFIX };
 PyObject *py_bulk_run(s3x_client *c, int op, const char *a1, const char *a2, const char *a3, const char *a4,

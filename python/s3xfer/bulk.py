@@ -65,7 +65,11 @@ class BulkItem:
     @classmethod
     def _from_c(cls, d: Dict[str, Any]) -> "BulkItem":
         err = d["error"]
-        return cls(action=_ACTIONS.get(d["action"], str(d["action"])), key=d["key"], dest_key=d["dest_key"],
+        key, dest_key = d["key"], d["dest_key"]
+        if d["action"] == _core.S3X_BULK_UPLOAD and key is None:
+            # bulk.h gives an upload's key in key; the C layer so far in dest_key.
+            key, dest_key = dest_key, None
+        return cls(action=_ACTIONS.get(d["action"], str(d["action"])), key=key, dest_key=dest_key,
                    path=d["path"], size=d["size"], error=_from_c(*err) if err is not None else None,
                    reason=d["reason"], result=TransferResult._from_c(d["result"]) if d["result"] else None)
 
@@ -174,6 +178,10 @@ def run(client, op: int, args: Sequence[Optional[str]], *, include=(), exclude=(
     failures: List[BulkItem] = []
 
     def item_cb(d: Dict[str, Any]) -> None:
+        # The token is checked here too: an object's report comes sooner
+        # than the next progress call in a run of many small objects.
+        if cancel is not None and cancel.cancelled:
+            raise TransferCancelled("bulk run cancelled through its CancelToken", errno=-11)
         failed = d["rc"] != 0 or d["action"] == _core.S3X_BULK_REFUSED
         if not failed and on_object is None:
             return
@@ -193,9 +201,17 @@ def run(client, op: int, args: Sequence[Optional[str]], *, include=(), exclude=(
 
     a = list(args) + [None] * (4 - len(args))
     with client._handle() as h, client._transferring(h):
-        rc, summary_d, err = _core.py_bulk_run(h, op, a[0], a[1], a[2], a[3], knobs, flags, flist, item_cb,
-                                               progress_cb)
+        rc, summary_d, err, cb_exc = _core.py_bulk_run(h, op, a[0], a[1], a[2], a[3], knobs, flags, flist,
+                                                       item_cb, progress_cb)
     summary = BulkSummary._from_c(summary_d, failures)
+    if cb_exc is not None:
+        # A callback raised (or a CancelToken was cancelled): the run was
+        # cancelled, its in-flight uploads aborted; that exception wins.
+        try:
+            cb_exc.summary = summary
+        except AttributeError:
+            pass
+        raise cb_exc
     if rc == 0:
         return summary
     exc = _from_c(*err)

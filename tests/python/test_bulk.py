@@ -83,8 +83,9 @@ def test_5000_small_files(client, boto, bucket, tmp_path):
 
 
 @pytest.mark.parametrize("kw, expect", [
-    (dict(filters=[("exclude", "*"), ("include", "*.txt")]), {"a.txt", "sub/c.txt"}),
-    (dict(exclude="*", include="*.txt"), {"a.txt", "sub/c.txt"}),
+    (dict(filters=[("exclude", "*"), ("include", "*.txt")]), {"a.txt", "sub/c.txt", "sub/deeper/e.txt"}),
+    (dict(exclude="*", include="*.txt"), {"a.txt", "sub/c.txt", "sub/deeper/e.txt"}),
+    (dict(exclude="*", include="sub/?.txt"), {"sub/c.txt"}),
     (dict(include=["*.txt"]), {"a.txt", "b.log", "sub/c.txt", "sub/d.log", "sub/deeper/e.txt"}),
     (dict(exclude=["sub/*"]), {"a.txt", "b.log"}),
     (dict(filters=[("include", "*.txt"), ("exclude", "sub/*")]), {"a.txt", "b.log"}),
@@ -219,9 +220,13 @@ def test_hostile_keys_cannot_escape(s3env, tmp_path):
         f = failed["h/" + k]
         assert f.reason or f.error, f
         assert not f.ok
-    # "a" and "a/b": the first lands, the second is reported; nothing clobbered.
-    assert (target / "a").read_bytes() == b"H:a"
-    assert "h/a/b" in failed and "h/a" not in failed
+    # "a" and "a/b": one lands (which one depends on which the engine
+    # prepares first), the other is reported; nothing clobbered.
+    assert ("h/a" in failed) != ("h/a/b" in failed)
+    if "h/a" in failed:
+        assert (target / "a/b").read_bytes() == b"H:a/b"
+    else:
+        assert (target / "a").read_bytes() == b"H:a"
     assert s.objects_failed == len(failed) == len(HOSTILE_KEYS) + 1
     assert s.objects_done == len(SAFE_KEYS) + 1
 
@@ -255,7 +260,7 @@ def test_sync_copies_and_deletes_exactly_the_difference(client, boto, bucket, tm
     assert [i for i in items if i.action != "skip"] == []
 
     # Local edits: a size change, a same-size newer file, a new file, a deletion.
-    (src / "f1.txt").write_bytes(b"longer than before " * 10)
+    (src / "f1.txt").write_bytes(b"a size no original has " * 50)
     (src / "f2.txt").write_bytes(bytes(reversed(files["f2.txt"])))
     st = os.stat(src / "f2.txt")
     os.utime(src / "f2.txt", (st.st_atime, st.st_mtime + 120))
@@ -414,30 +419,34 @@ def test_exception_in_on_object_cancels_and_is_raised(client, boto, bucket, tmp_
 
 def test_progress_and_cancel_token_leave_nothing(client, boto, bucket, tmp_path):
     src = tmp_path / "src"
-    make_tree(src, {f"big{i}": os.urandom(12 * MiB) for i in range(6)})
+    make_tree(src, {f"big{i:02d}": os.urandom(11 * MiB) for i in range(10)})
     token = s3xfer.CancelToken()
-    seen = []
+    seen, done = [], []
 
-    def progress(s):
-        seen.append(s)
-        if s.bytes_done > 0:
-            token.cancel()
-    cfg = TransferConfig(part_size=5 * MiB, multipart_threshold=5 * MiB, concurrency=2)
-    with pytest.raises(s3xfer.TransferCancelled):
-        client.upload_dir(src, bucket, "", config=cfg, progress=progress, cancel=token)
+    def on_object(item):
+        done.append(item)
+        token.cancel()  # the run stops at its next report, multipart uploads in flight
+
+    cfg = TransferConfig(part_size=5 * MiB, multipart_threshold=5 * MiB, concurrency=4)
+    with pytest.raises(s3xfer.TransferCancelled) as ei:
+        client.upload_dir(src, bucket, "", config=cfg, progress=seen.append, on_object=on_object, cancel=token)
+    assert len(done) == 1 and ei.value.summary.objects_done < 10
     assert seen and all(isinstance(s, s3xfer.BulkSummary) for s in seen)
     assert uploads_in_progress(boto, bucket) == []
+    assert len(listing(boto, bucket)) < 10
 
-    # A download cancelled part way leaves no temporary file.
+    # A download cancelled part way leaves whole files only, no temporary file.
     client.upload_dir(src, bucket, "", config=cfg)
     dst = tmp_path / "dst"
-    token = s3xfer.CancelToken()
+    token, done = s3xfer.CancelToken(), []
     with pytest.raises(s3xfer.TransferCancelled) as ei:
-        client.download_dir(bucket, "", dst, config=cfg, progress=progress, cancel=token)
-    assert ei.value.summary is not None
-    for e in entries(dst) if dst.exists() else ():
-        assert e.startswith("big") and len(e) == 4, e  # whole files only
-        assert (dst / e).stat().st_size == 12 * MiB
+        client.download_dir(bucket, "", dst, config=cfg, on_object=on_object, cancel=token)
+    assert ei.value.summary is not None and len(done) == 1
+    names = entries(dst)
+    assert len(names) < 10
+    for e in names:
+        assert e.startswith("big") and len(e) == 5, e
+        assert (dst / e).read_bytes() == (src / e).read_bytes()
 
 
 def test_cancel_from_another_thread(client, bucket, tmp_path):
