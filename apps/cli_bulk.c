@@ -174,7 +174,7 @@ static void on_item(const s3x_bulk_item *item, void *payload) {
             why = s3x_strerror(it->rc ? it->rc : S3X_EINVAL);
         }
         cli_put_escaped(stderr, why);
-        if (it->rc && it->reason && why != it->reason) {
+        if (it->rc && it->reason && why != it->reason && !strstr(why, it->reason)) {
             fputs(" (", stderr);
             cli_put_escaped(stderr, it->reason);
             fputc(')', stderr);
