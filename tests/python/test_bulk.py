@@ -467,3 +467,36 @@ def test_run_errors_raise_their_own_class(client, bucket, tmp_path):
         client.sync(tmp_path, tmp_path)
     with pytest.raises(s3xfer.InvalidConfigError):
         client.sync(f"s3://{bucket}/a", f"s3://{bucket}/b")
+
+
+def test_python_m_s3xfer_cp_r_sync_rm_r(s3env, boto, bucket, tmp_path):
+    """python -m s3xfer mirrors the native tool's cp -r, sync and rm -r."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, {"a.txt": b"a", "sub/b.log": b"b", "sub/c.txt": b"c"})
+    env = dict(os.environ, AWS_ENDPOINT_URL=s3env["endpoint_url"], AWS_ACCESS_KEY_ID=s3env["access_key"],
+               AWS_SECRET_ACCESS_KEY=s3env["secret_key"], AWS_REGION=s3env["region"])
+
+    def pym(*args):
+        return subprocess.run([sys.executable, "-m", "s3xfer", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+    p = pym("cp", "-r", "--exclude", "*", "--include", "*.txt", str(src), f"s3://{bucket}/p")
+    assert p.returncode == 0, p.stderr
+    assert f"upload: {src}/sub/c.txt to s3://{bucket}/p/sub/c.txt\n" in p.stdout
+    assert set(listing(boto, bucket)) == {"p/a.txt", "p/sub/c.txt"}
+    p = pym("sync", "--json", f"s3://{bucket}/p", str(dst))
+    assert p.returncode == 0, p.stderr
+    import json
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    assert sorted(r["key"] for r in recs if r["type"] == "object" and r["action"] == "download") == [
+        "p/a.txt", "p/sub/c.txt"]
+    assert recs[-1]["type"] == "summary" and recs[-1]["objects_done"] == 2
+    assert read_tree(dst) == {"a.txt": b"a", "sub/c.txt": b"c"}
+    p = pym("rm", "-r", "--dryrun", f"s3://{bucket}/p/")
+    assert p.returncode == 0 and p.stdout.count("(dryrun) delete: ") == 2
+    p = pym("rm", "-r", f"s3://{bucket}/p/")
+    assert p.returncode == 0 and listing(boto, bucket) == {}
+    boto.put_object(Bucket=bucket, Key="x/clash", Body=b"f")
+    boto.put_object(Bucket=bucket, Key="x/clash/in", Body=b"d")
+    p = pym("cp", "-r", f"s3://{bucket}/x/", str(tmp_path / "clash"))
+    assert p.returncode == 1 and "1 object failed" in p.stderr
+    assert pym("cp", "--include", "*", str(src), f"s3://{bucket}/k").returncode == 2
