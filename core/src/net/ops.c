@@ -756,39 +756,25 @@ static int order_deleted(const char *const *keys, size_t n, s3x_xml_delete_resul
     return 0;
 }
 
-int s3x_delete_objects(s3x_client *c, const char *bucket, const char *const *keys, size_t n,
-                       s3x_delete_result **out) {
-    int rc;
-    if ((rc = need("client", c)) || (rc = check_bucket(bucket)) || (rc = need("keys", keys)) ||
-        (rc = need("out", out)))
-        return rc;
-    *out = NULL;
-    if (n == 0 || n > S3X_DELETE_MAX_KEYS)
-        return s3x_seterr(S3X_EINVAL, "DeleteObjects takes 1..%d keys, got %zu", S3X_DELETE_MAX_KEYS, n);
-    char *body = NULL;
-    size_t blen = 0;
-    if ((rc = s3x_xml_build_delete(keys, n, 0, &body, &blen))) return rc;
+int s3x_delete_body(const char *const *keys, size_t n, char **body, size_t *blen, char md5[48]) {
+    int rc = s3x_xml_build_delete(keys, n, 0, body, blen);
+    if (rc) return rc;
     /* S3 refuses DeleteObjects without an integrity header. */
-    char md5[48];
     s3x_hasher h;
     if (s3x_hasher_init(&h, S3X_CHECKSUM_MD5)) {
-        free(body);
+        free(*body);
+        *body = NULL;
         return s3x_seterr(S3X_ENOMEM, "MD5 init failed");
     }
-    s3x_hasher_update(&h, body, blen);
+    s3x_hasher_update(&h, *body, *blen);
     s3x_hasher_final_b64(&h, md5);
-    s3x_http_req r;
-    s3x_req_new(&r);
-    rc = s3x_req_delete_objects(&r, bucket, md5);
-    r.body = body;
-    r.body_len = blen;
-    /* Replayed freely: deleting what is gone already reports it deleted. */
-    if (!rc) rc = run(c, &r);
+    return 0;
+}
+
+int s3x_delete_outcome(const char *const *keys, size_t n, const char *xml, size_t len, s3x_delete_result **out) {
     s3x_xml_delete_result dr;
     memset(&dr, 0, sizeof dr);
-    if (!rc) rc = s3x_xml_parse_delete_result(r.resp_body.data, r.resp_body.len, &dr);
-    s3x_http_req_reset(c, &r);
-    free(body);
+    int rc = s3x_xml_parse_delete_result(xml, len, &dr);
     s3x_delete_result *d = NULL;
     if (!rc) {
         d = calloc(1, sizeof *d);
@@ -802,5 +788,31 @@ int s3x_delete_objects(s3x_client *c, const char *bucket, const char *const *key
     s3x_xml_delete_result_free(&dr);
     if (rc) s3x_delete_result_free(d);
     else *out = d;
+    return rc;
+}
+
+int s3x_delete_objects(s3x_client *c, const char *bucket, const char *const *keys, size_t n,
+                       s3x_delete_result **out) {
+    int rc;
+    if ((rc = need("client", c)) || (rc = check_bucket(bucket)) || (rc = need("keys", keys)) ||
+        (rc = need("out", out)))
+        return rc;
+    *out = NULL;
+    if (n == 0 || n > S3X_DELETE_MAX_KEYS)
+        return s3x_seterr(S3X_EINVAL, "DeleteObjects takes 1..%d keys, got %zu", S3X_DELETE_MAX_KEYS, n);
+    char *body = NULL;
+    size_t blen = 0;
+    char md5[48];
+    if ((rc = s3x_delete_body(keys, n, &body, &blen, md5))) return rc;
+    s3x_http_req r;
+    s3x_req_new(&r);
+    rc = s3x_req_delete_objects(&r, bucket, md5);
+    r.body = body;
+    r.body_len = blen;
+    /* Replayed freely: deleting what is gone already reports it deleted. */
+    if (!rc) rc = run(c, &r);
+    if (!rc) rc = s3x_delete_outcome(keys, n, r.resp_body.data, r.resp_body.len, out);
+    s3x_http_req_reset(c, &r);
+    free(body);
     return rc;
 }

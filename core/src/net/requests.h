@@ -108,6 +108,11 @@ int s3x_req_upload_part_copy(s3x_http_req *r, const char *bucket, const char *ke
 /* DeleteObjects (POST ?delete; the caller sets the XML body, and its
  * base64 MD5 in content_md5, which S3 requires on this request). */
 int s3x_req_delete_objects(s3x_http_req *r, const char *bucket, const char *content_md5);
+/* Its body for n keys (1..1000; *body malloc'd) and the body's base64 MD5. */
+int s3x_delete_body(const char *const *keys, size_t n, char **body, size_t *blen, char md5[48]);
+/* Its answer, as each key's outcome in the order of keys (a key the answer
+ * does not mention fails as "NotReported"). */
+int s3x_delete_outcome(const char *const *keys, size_t n, const char *xml, size_t len, s3x_delete_result **out);
 /* CreateMultipartUpload with user metadata: nmeta x-amz-meta-* headers
  * (names[i] full header names, values[i] their values). */
 int s3x_req_create_mpu_meta(s3x_http_req *r, const char *bucket, const char *key, const char *content_type,

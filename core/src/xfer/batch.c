@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { IT_QUEUED, IT_RUNNING, IT_DONE };
-enum { HOW_FILE, HOW_MEM, HOW_STREAM, HOW_COPY };
+enum { HOW_FILE, HOW_MEM, HOW_STREAM, HOW_COPY, HOW_DELETE };
 
 typedef struct item {
     s3x_batch_id id;
@@ -38,6 +38,9 @@ typedef struct item {
     char *bucket, *key, *path;
     char *src_bucket, *src_key;    /* HOW_COPY: the source (bucket, key: the destination) */
     char *content_type, *if_match; /* HOW_COPY options */
+    char **dkeys;             /* HOW_DELETE: the keys (borrowed), their outcome left in *dout */
+    size_t ndkeys;
+    s3x_delete_result **dout;
     int directive;
     const void *data;         /* upload memory */
     void *buf;                /* download memory */
@@ -75,6 +78,7 @@ struct s3x_batch {
     size_t lead;              /* items[0 .. lead) are known to be forgotten */
     int64_t nqueued;          /* items QUEUED */
     s3x_batch_pull_fn pull;   /* the source (batch_internal.h), or NULL */
+    s3x_batch_tick_fn tick;
     void *pull_payload;
     int source_done;
     item *qhead, *qtail;      /* QUEUED, in order */
@@ -302,6 +306,14 @@ int s3x_batch_copy_ex(s3x_batch *b, const char *src_bucket, const char *src_key,
     return add(b, &p, cb, id);
 }
 
+int s3x_batch_delete_keys(s3x_batch *b, const char *bucket, char **keys, size_t n, s3x_delete_result **out,
+                          const s3x_batch_cb *cb) {
+    if (!keys || n == 0) return s3x_seterr(S3X_EINVAL, "no keys to delete");
+    item p = {.upload = 1, .how = HOW_DELETE, .bucket = (char *)bucket, .key = keys[0], .fd = -1,
+              .dkeys = keys, .ndkeys = n, .dout = out};
+    return add(b, &p, cb, NULL);
+}
+
 int s3x_batch_copy(s3x_batch *b, const char *src_bucket, const char *src_key, const char *dst_bucket,
                    const char *dst_key, const s3x_batch_cb *cb, s3x_batch_id *id) {
     return s3x_batch_copy_ex(b, src_bucket, src_key, dst_bucket, dst_key, NULL, cb, id);
@@ -399,7 +411,9 @@ static void open_item(s3x_batch *b, item *it) {
     const char *bk = it->bucket, *k = it->key;
     int rc;
     s3x_transfer *t = NULL;
-    if (it->how == HOW_COPY) {
+    if (it->how == HOW_DELETE) {
+        rc = s3x_delete_open(S, x, bk, (const char *const *)it->dkeys, it->ndkeys, it->dout, &t);
+    } else if (it->how == HOW_COPY) {
         s3x_copy_opts o = {it->directive, it->content_type, it->if_match};
         rc = s3x_copy_open(S, x, it->src_bucket, it->src_key, bk, k, &o, &t);
     } else if (it->upload) {
@@ -449,7 +463,7 @@ static void activate(s3x_batch *b) {
         pthread_mutex_unlock(&b->mu);
         if (cancelled) {
             finish_item(b, it, s3x_seterr(S3X_ECANCELLED, "%s s3://%s/%s cancelled",
-                                          it->how == HOW_COPY ? "copy to" : it->upload ? "upload to" : "download of", it->bucket, it->key));
+                                          it->how == HOW_COPY ? "copy to" : it->how == HOW_DELETE ? "delete in" : it->upload ? "upload to" : "download of", it->bucket, it->key));
         } else if (need > b->budget.limit) {
             finish_item(b, it, s3x_seterr(S3X_ENOMEM, "%s s3://%s/%s: a part buffer of %" PRId64
                                           " bytes cannot fit the batch's memory_limit %" PRId64
@@ -488,6 +502,7 @@ static int idle_locked(const s3x_batch *b) {
 
 /* Lets the source add items while the queue runs low. */
 static void pull_source(s3x_batch *b) {
+    if (b->tick) b->tick(b, b->pull_payload);
     if (!b->pull || b->source_done) return;
     pthread_mutex_lock(&b->mu);
     int64_t room = S3X_BATCH_LOW_WATER - b->nqueued;
@@ -501,9 +516,10 @@ static void pull_source(s3x_batch *b) {
     }
 }
 
-void s3x_batch_set_source(s3x_batch *b, s3x_batch_pull_fn pull, void *payload) {
+void s3x_batch_set_source(s3x_batch *b, s3x_batch_pull_fn pull, s3x_batch_tick_fn tick, void *payload) {
     pthread_mutex_lock(&b->mu);
     b->pull = pull;
+    b->tick = tick;
     b->pull_payload = payload;
     b->source_done = 0;
     pthread_mutex_unlock(&b->mu);

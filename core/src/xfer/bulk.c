@@ -48,6 +48,9 @@ typedef struct rec {
     int set_mtime;
     const char *reason;
     int64_t moved;              /* bytes its progress reported so far */
+    char **dkeys;               /* a DeleteObjects: its keys (owned) and their outcome */
+    size_t ndkeys;
+    s3x_delete_result *dout;
 } rec;
 
 struct s3x_bulk {
@@ -76,9 +79,10 @@ struct s3x_bulk {
     int order_known;
     int walk_flags;
     int rootfd;
-    int started, stopping;
+    int started, stopping, cancelled;
     char *dkeys[DELETE_BATCH];  /* keys waiting for one DeleteObjects */
     int ndkeys;
+    const char *del_reason;     /* why they are deleted (a sync: "not in the source") */
     s3x_bulk_summary sum;
     int64_t bytes_finished, bytes_inflight;
     int64_t pending;            /* transfers added and deletes gathered, not reported yet */
@@ -166,6 +170,7 @@ static const char *action_name(s3x_bulk_action a) {
     case S3X_BULK_DELETE_REMOTE:
     case S3X_BULK_DELETE_LOCAL: return "delete";
     case S3X_BULK_MKDIR: return "mkdir";
+    case S3X_BULK_REFUSED: return "refused";
     default: return "object";
     }
 }
@@ -203,6 +208,9 @@ static void report(s3x_bulk *k, s3x_bulk_action a, const char *key, const char *
 
 static void rec_free(rec *r) {
     if (!r) return;
+    for (size_t i = 0; i < r->ndkeys; i++) free(r->dkeys[i]);
+    free(r->dkeys);
+    s3x_delete_result_free(r->dout);
     free(r->key);
     free(r->dest_key);
     free(r->path);
@@ -287,32 +295,60 @@ static void add_transfer(s3x_bulk *k, s3x_bulk_action a, const char *key, const 
 
 /* ---- deletes ------------------------------------------------------------------------- */
 
-/* Sends the keys gathered so far in one DeleteObjects (blocking the loop for
- * one request per thousand keys) and reports each. */
-static void flush_deletes(s3x_bulk *k) {
-    if (!k->ndkeys) return;
-    s3x_delete_result *dr = NULL;
-    int rc = s3x_delete_objects(k->client, k->bucket, (const char *const *)k->dkeys, (size_t)k->ndkeys, &dr);
+/* One DeleteObjects done: every key's outcome. */
+static void on_deleted(s3x_batch *b, s3x_batch_id id, int rc, const s3x_error *err, const s3x_result *res,
+                       void *payload) {
+    (void)err;
+    rec *r = payload;
+    s3x_bulk *k = r->k;
     s3x_saved_error req_err = {0};
     if (rc) s3x_error_save(&req_err);
-    k->req_other++;
-    for (int i = 0; i < k->ndkeys; i++) {
+    k->sum.requests += res->requests;
+    k->sum.retries += res->retries;
+    for (size_t i = 0; i < r->ndkeys; i++) {
         int krc = rc;
         if (rc) {
             s3x_error_restore(&req_err); /* every key of a failed request fails with its error */
-        } else if ((size_t)i < dr->count && !dr->entries[i].ok) {
-            const s3x_delete_entry *o = &dr->entries[i];
-            krc = s3x_seterr(S3X_EHTTP, "delete s3://%s/%s: %s%s%s", k->bucket, k->dkeys[i], o->code ? o->code : "",
+        } else if (i < r->dout->count && !r->dout->entries[i].ok) {
+            const s3x_delete_entry *o = &r->dout->entries[i];
+            krc = s3x_seterr(S3X_EHTTP, "delete s3://%s/%s: %s%s%s", k->bucket, r->dkeys[i], o->code ? o->code : "",
                              o->message && *o->message ? ": " : "", o->message ? o->message : "");
         }
         k->pending--;
-        report(k, S3X_BULK_DELETE_REMOTE, k->dkeys[i], NULL, NULL, -1, krc, NULL, NULL);
+        report(k, S3X_BULK_DELETE_REMOTE, r->dkeys[i], NULL, NULL, -1, krc, r->reason, NULL);
+    }
+    s3x_saved_error_free(&req_err);
+    rec_free(r);
+    s3x_batch_forget(b, id);
+}
+
+/* Queues the keys gathered so far as one DeleteObjects on the batch. */
+static void flush_deletes(s3x_bulk *k) {
+    if (!k->ndkeys) return;
+    rec *r = rec_new(k, S3X_BULK_DELETE_REMOTE, NULL, NULL, NULL, -1, k->del_reason);
+    int rc = r ? 0 : s3x_seterr(S3X_ENOMEM, "out of memory");
+    if (r) {
+        r->dkeys = malloc((size_t)k->ndkeys * sizeof *r->dkeys);
+        if (!r->dkeys) rc = s3x_seterr(S3X_ENOMEM, "out of memory");
+    }
+    if (!rc) {
+        memcpy(r->dkeys, k->dkeys, (size_t)k->ndkeys * sizeof *r->dkeys);
+        r->ndkeys = (size_t)k->ndkeys;
+        s3x_batch_cb cb = {on_deleted, NULL, r};
+        rc = s3x_batch_delete_keys(k->b, k->bucket, r->dkeys, r->ndkeys, &r->dout, &cb);
+        if (!rc) {
+            k->ndkeys = 0; /* the keys are the record's now */
+            return;
+        }
+        r->ndkeys = 0;
+    }
+    for (int i = 0; i < k->ndkeys; i++) {
+        k->pending--;
+        report(k, S3X_BULK_DELETE_REMOTE, k->dkeys[i], NULL, NULL, -1, rc, k->del_reason, NULL);
         free(k->dkeys[i]);
-        k->dkeys[i] = NULL;
     }
     k->ndkeys = 0;
-    s3x_saved_error_free(&req_err);
-    s3x_delete_result_free(dr);
+    rec_free(r);
 }
 
 static void delete_remote(s3x_bulk *k, const char *key, int64_t size, const char *reason) {
@@ -326,6 +362,7 @@ static void delete_remote(s3x_bulk *k, const char *key, int64_t size, const char
         return;
     }
     k->pending++;
+    k->del_reason = reason;
     k->dkeys[k->ndkeys++] = d;
     if (k->ndkeys == DELETE_BATCH) flush_deletes(k);
 }
@@ -633,16 +670,25 @@ static int tell_progress(s3x_bulk *k, int last) {
     return k->on_progress(&s, k->payload);
 }
 
+/* Every turn of the loop: progress, and a cancel stops everything. */
+static void tick(s3x_batch *b, void *payload) {
+    s3x_bulk *k = payload;
+    if (k->cancelled) return;
+    if (atomic_load(&k->cancel) || tell_progress(k, 0)) {
+        atomic_store(&k->cancel, 1);
+        k->cancelled = 1;
+        fail_run(k, s3x_seterr(S3X_ECANCELLED, "cancelled"));
+        k->stopping = 1;
+        s3x_batch_cancel_all(b);
+        s3x_lister_cancel(k->lst);
+    }
+}
+
 /* The batch's source (batch_internal.h). */
 static int pull(s3x_batch *b, int room, void *payload) {
     s3x_bulk *k = payload;
-    if (!k->stopping && (atomic_load(&k->cancel) || tell_progress(k, 0))) {
-        atomic_store(&k->cancel, 1);
-        fail_run(k, s3x_seterr(S3X_ECANCELLED, "cancelled"));
-        k->stopping = 1;
-    }
     if (k->stopping) {
-        s3x_batch_cancel_all(b);
+        if (k->cancelled) s3x_batch_cancel_all(b);
         s3x_lister_cancel(k->lst);
         return s3x_lister_closed(k->lst) ? 0 : 1; /* the listing's transfer must end first */
     }
@@ -692,7 +738,7 @@ static void reset_run(s3x_bulk *k) {
     k->lst = NULL;
     k->have_local = k->local_end = k->have_remote = k->remote_end = 0;
     k->rootfd = -1;
-    k->started = k->stopping = 0;
+    k->started = k->stopping = k->cancelled = 0;
     k->order_known = 0;
     k->order = S3X_ORDER_BYTES;
     k->ndkeys = 0;
@@ -765,7 +811,7 @@ static int run(s3x_bulk *k, int op, const char *dir, const char *bucket, const c
             rc = s3x_batch_set(k->b, (s3x_param)p, k->params[p]);
     }
     if (!rc) {
-        s3x_batch_set_source(k->b, pull, k);
+        s3x_batch_set_source(k->b, pull, tick, k);
         s3x_batch_run(k->b); /* per-object failures were reported one by one */
         tell_progress(k, 1);
     } else {

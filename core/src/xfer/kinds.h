@@ -38,6 +38,11 @@ int s3x_copy_open(s3x_sched *S, s3x_xfer *x, const char *src_bucket, const char 
  * MiB) so there are at most 10,000 parts. */
 int64_t s3x_copy_plan_part_size(int64_t part_size, int64_t size);
 
+/* DeleteObjects of n keys (1..1000, borrowed until close) of bucket; each
+ * key's outcome is left in *out (the caller frees it) once it succeeded. */
+int s3x_delete_open(s3x_sched *S, s3x_xfer *x, const char *bucket, const char *const *keys, size_t n,
+                    s3x_delete_result **out, s3x_transfer **t);
+
 /* The target checks every transfer starts with. */
 int s3x_check_target(const char *bucket, const char *key);
 
