@@ -449,6 +449,21 @@ def test_progress_and_cancel_token_leave_nothing(client, boto, bucket, tmp_path)
         assert (dst / e).read_bytes() == (src / e).read_bytes()
 
 
+def test_progress_of_the_whole_run(client, bucket, tmp_path):
+    files = {f"p{i}": os.urandom(11 * MiB) for i in range(6)}
+    make_tree(tmp_path, files)
+    seen = []
+    cfg = TransferConfig(part_size=5 * MiB, multipart_threshold=5 * MiB, concurrency=2)
+    s = client.upload_dir(tmp_path, bucket, "", config=cfg, progress=seen.append)
+    total = sum(map(len, files.values()))
+    assert s.bytes_done == total
+    done = [p.bytes_done for p in seen]
+    assert done == sorted(done) and done[-1] == total
+    # Calls while the bytes move (at least every 250 ms), not only at the ends.
+    assert any(0 < d < total for d in done), done
+    assert seen[-1].listing_done and seen[-1].objects_found == 6
+
+
 def test_cancel_from_another_thread(client, bucket, tmp_path):
     make_tree(tmp_path, {f"m{i}": os.urandom(8 * MiB) for i in range(8)})
     token = s3xfer.CancelToken()
