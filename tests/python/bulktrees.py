@@ -211,3 +211,29 @@ HOSTILE_KEYS = ["../x", "/abs", "a/../../b", "a//b", "./c", "s/" + "l" * 300, "d
                 "link/x"]
 SAFE_KEYS = ["ok.txt", "fine/deep.txt"]
 CONFLICT_KEYS = ["a", "a/b"]
+
+
+def hostile_objects(prefix=""):
+    return {prefix + k: b"H:" + k.encode() for k in HOSTILE_KEYS + SAFE_KEYS + CONFLICT_KEYS}
+
+
+def check_contained(tmp_path, root, target, outside):
+    """Nothing written beside the target, outside it, or through its link."""
+    assert entries(root) - {"target"} - {"target/" + e for e in entries(target)} == set()
+    assert entries(outside) == {"keep.txt"} and (outside / "keep.txt").read_bytes() == b"keep"
+    assert not (tmp_path / "x").exists() and not (tmp_path / "b").exists() and not os.path.exists("/abs")
+    for e in entries(target):
+        if e == "link":
+            continue
+        real = os.path.realpath(target / e)
+        assert real.startswith(str(target.resolve()) + os.sep), e
+
+
+def hostile_setup(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    target = root / "target"
+    target.mkdir(parents=True)
+    outside.mkdir()
+    (outside / "keep.txt").write_bytes(b"keep")
+    os.symlink(outside, target / "link")  # planted: "link/x" must not go through it
+    return root, target, outside

@@ -15,8 +15,9 @@ import threading
 import pytest
 
 import s3xfer
-from bulktrees import (CONFLICT_KEYS, HOSTILE_KEYS, SAFE_KEYS, SPECIAL_NAMES, FakeBucket, assert_bucket_holds,
-                       body_for, entries, listing, make_tree, read_tree, uploads_in_progress)
+from bulktrees import (HOSTILE_KEYS, SAFE_KEYS, SPECIAL_NAMES, FakeBucket, assert_bucket_holds, body_for,
+                       check_contained, entries, hostile_objects, hostile_setup, listing, make_tree, read_tree,
+                       uploads_in_progress)
 from s3xfer import TransferConfig
 
 PROXY_SEED = 21
@@ -175,32 +176,6 @@ def test_vanished_file_is_reported(client, boto, bucket, tmp_path):
     assert [f.path.endswith("f19") for f in s.failures] == [True]
     assert s.objects_done == 19
     assert "f19" not in listing(boto, bucket)
-
-
-def hostile_objects(prefix=""):
-    return {prefix + k: b"H:" + k.encode() for k in HOSTILE_KEYS + SAFE_KEYS + CONFLICT_KEYS}
-
-
-def check_contained(tmp_path, root, target, outside):
-    """Nothing written beside the target, outside it, or through its link."""
-    assert entries(root) - {"target"} - {"target/" + e for e in entries(target)} == set()
-    assert entries(outside) == {"keep.txt"} and (outside / "keep.txt").read_bytes() == b"keep"
-    assert not (tmp_path / "x").exists() and not (tmp_path / "b").exists() and not os.path.exists("/abs")
-    for e in entries(target):
-        if e == "link":
-            continue
-        real = os.path.realpath(target / e)
-        assert real.startswith(str(target.resolve()) + os.sep), e
-
-
-def hostile_setup(tmp_path):
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    target = root / "target"
-    target.mkdir(parents=True)
-    outside.mkdir()
-    (outside / "keep.txt").write_bytes(b"keep")
-    os.symlink(outside, target / "link")  # planted: "link/x" must not go through it
-    return root, target, outside
 
 
 def test_hostile_keys_cannot_escape(s3env, tmp_path):

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from bulktrees import (HOSTILE_KEYS, SPECIAL_NAMES, FakeBucket, assert_bucket_holds, body_for, entries, listing,
-                       make_tree, read_tree, uploads_in_progress)
+from bulktrees import (HOSTILE_KEYS, SPECIAL_NAMES, FakeBucket, assert_bucket_holds, body_for, check_contained,
+                       entries, hostile_objects, hostile_setup, listing, make_tree, read_tree, uploads_in_progress)
 
 PROXY_SEED = 29
 MiB = 1 << 20
@@ -135,7 +135,6 @@ def test_unreadable_file_exit_1(cli, boto, bucket, tmp_path):
 
 
 def test_hostile_keys(cli, tmp_path):
-    from test_bulk import check_contained, hostile_objects, hostile_setup
     root, target, outside = hostile_setup(tmp_path)
     with FakeBucket("hbk", hostile_objects("h/")) as fake:
         p = run(cli, "--json", "cp", "-r", "s3://hbk/h/", str(target), env=fake.env())
