@@ -490,3 +490,18 @@ def test_python_m_s3xfer_cp_r_sync_rm_r(s3env, boto, bucket, tmp_path):
     p = pym("cp", "-r", f"s3://{bucket}/x/", str(tmp_path / "clash"))
     assert p.returncode == 1 and "1 object failed" in p.stderr
     assert pym("cp", "--include", "*", str(src), f"s3://{bucket}/k").returncode == 2
+
+
+def test_fail_fast(tmp_path):
+    objs = {f"k{i:03d}": b"x" for i in range(50)}
+    objs.update({"k010/../../x": b"bad", "k020/../y": b"bad"})
+    with FakeBucket("ffb", objs) as fake, \
+            s3xfer.Client(endpoint_url=fake.url, access_key="AKIDFAKE", secret_key="fake") as c:
+        with pytest.raises(s3xfer.PartialFailureError) as ei:
+            c.download_dir("ffb", "", tmp_path / "all", config=TransferConfig(concurrency=1))
+        assert [f.key for f in ei.value.summary.failures] == ["k010/../../x", "k020/../y"]
+        with pytest.raises(s3xfer.PartialFailureError) as ei:
+            c.download_dir("ffb", "", tmp_path / "ff", config=TransferConfig(concurrency=1), fail_fast=True)
+    s = ei.value.summary
+    assert [f.key for f in s.failures] == ["k010/../../x"] and s.objects_done < 50
+    assert "'..'" in str(ei.value) and "1 of" in str(ei.value)

@@ -314,3 +314,19 @@ def test_help_mentions_bulk(cli):
     for word in ("cp -r", "sync SRC DST", "rm -r", "--include", "--exclude", "--follow-symlinks", "--delete",
                  "--dryrun", "--exact", "--fail-fast"):
         assert word in out, word
+
+
+def test_fail_fast_stops_at_the_first_failure(cli, tmp_path):
+    objs = {f"k{i:03d}": b"x" for i in range(50)}
+    objs.update({"k010/../../x": b"bad", "k020/../y": b"bad"})
+    with FakeBucket("ffb", objs) as fake:
+        p = run(cli, "--json", "--concurrency", "1", "cp", "-r", "s3://ffb/", str(tmp_path / "all"), env=fake.env())
+        s = records(p)[-1]
+        assert p.returncode == 1 and (s["objects_done"], s["objects_failed"]) == (50, 2)
+        p = run(cli, "--json", "--concurrency", "1", "cp", "-r", "--fail-fast", "s3://ffb/", str(tmp_path / "ff"),
+                env=fake.env())
+    recs = records(p)
+    s = recs[-1]
+    assert p.returncode == 1 and s["objects_failed"] == 1 and s["objects_done"] < 50
+    assert [r["key"] for r in recs if r["type"] == "object" and r["outcome"] != "ok"] == ["k010/../../x"]
+    assert len(entries(tmp_path / "ff")) == s["objects_done"]
