@@ -1,6 +1,7 @@
 /* The sorted directory walk (core/src/util/walk.c): its order is the order of
  * a full sort of all relative paths by their bytes (S3's listing order), on
- * random trees with names full of bytes around '/'; per-entry problems
+ * random trees with names full of bytes around '/' (and, with
+ * S3X_WALK_DIR_ORDER, the order of a component-by-component sort); per-entry problems
  * (symlinks, FIFOs, vanished files, unreadable directories, link loops) come
  * as entries with a reason and the walk goes on; no descriptor is leaked. */
 #include "error.h"
@@ -83,6 +84,17 @@ static void list_free(list *l) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* Directory order: '/' below every byte of a name, so a directory's entries
+ * come at its name's place ("a/x" before "a-b"), component by component. */
+static int cmp_dir_order(const void *pa, const void *pb) {
+    const unsigned char *a = *(const unsigned char *const *)pa, *b = *(const unsigned char *const *)pb;
+    for (;; a++, b++) {
+        int ca = *a == '/' ? 0 : *a == 0 ? -1 : *a, cb = *b == '/' ? 0 : *b == 0 ? -1 : *b;
+        if (ca != cb) return ca < cb ? -1 : 1;
+        if (ca < 0) return 0;
+    }
+}
+
 static int walk_all(const char *root, int flags, list *out) {
     s3x_walk *w = NULL;
     int rc = s3x_walk_open(&w, root, flags);
@@ -90,6 +102,8 @@ static int walk_all(const char *root, int flags, list *out) {
     s3x_walk_entry e;
     while ((rc = s3x_walk_next(w, &e)) == 1) {
         char buf[8192];
+        if (e.is_symlink != (e.err && !strcmp(e.message, "symlink (not followed)")))
+            CHECK(0, "is_symlink %d for %s", e.is_symlink, e.rel);
         if (e.err) snprintf(buf, sizeof buf, "%s\tERR:%s", e.rel, e.message);
         else snprintf(buf, sizeof buf, "%s", e.rel);
         list_add(out, buf);
@@ -140,6 +154,16 @@ static void test_fixed_order(void) {
     nw = sizeof want2 / sizeof want2[0];
     CHECK_INTEQ(got.n, nw, "entries with the empty directory");
     for (size_t i = 0; i < nw && i < got.n; i++) CHECK_STREQ(got.v[i], want2[i], "fixed tree order, empty dirs");
+    list_free(&got);
+
+    /* Directory order (S3X_WALK_DIR_ORDER): names alone, so "a"'s files
+     * come at "a"'s place, before "a b" and "a-b". */
+    rc = walk_all(root, S3X_WALK_DIR_ORDER, &got);
+    CHECK_INTEQ(rc, 0, "walk in directory order");
+    const char *want3[] = {"B", "a/x", "a/y z", "a b", "a-b", "a.b", "a0", "cafe", "caf\xc3\xa9"};
+    nw = sizeof want3 / sizeof want3[0];
+    CHECK_INTEQ(got.n, nw, "entries in directory order");
+    for (size_t i = 0; i < nw && i < got.n; i++) CHECK_STREQ(got.v[i], want3[i], "directory order");
     list_free(&got);
 
     /* The fields of one entry. */
@@ -232,22 +256,23 @@ static void test_random_trees(void) {
         list files = {0}, empties = {0}, got = {0};
         int count = 0;
         gen(root, "", 0, &files, &empties, &count);
-        for (int withdirs = 0; withdirs < 2; withdirs++) {
+        for (int mode = 0; mode < 4; mode++) {
+            int withdirs = mode & 1, dirorder = mode >> 1;
             list want = {0};
             for (size_t i = 0; i < files.n; i++) list_add(&want, files.v[i]);
             if (withdirs)
                 for (size_t i = 0; i < empties.n; i++) list_add(&want, empties.v[i]);
             /* The reference: one sort of every relative path by its bytes
              * (strcmp compares as unsigned char, as S3 orders keys). */
-            qsort(want.v, want.n, sizeof *want.v, cmp_str);
-            int rc = walk_all(root, withdirs ? S3X_WALK_EMPTY_DIRS : 0, &got);
+            qsort(want.v, want.n, sizeof *want.v, dirorder ? cmp_dir_order : cmp_str);
+            int rc = walk_all(root, (withdirs ? S3X_WALK_EMPTY_DIRS : 0) | (dirorder ? S3X_WALK_DIR_ORDER : 0), &got);
             CHECK_INTEQ(rc, 0, "walk of a random tree");
             int same = got.n == want.n;
             for (size_t i = 0; same && i < got.n; i++) same = strcmp(got.v[i], want.v[i]) == 0;
             if (!same) {
                 mismatches++;
-                CHECK(0, "tree %d (empty dirs %d): %zu entries walked, %zu expected, or a different order", t,
-                      withdirs, got.n, want.n);
+                CHECK(0, "tree %d (empty dirs %d, directory order %d): %zu entries walked, %zu expected, or a "
+                      "different order", t, withdirs, dirorder, got.n, want.n);
                 for (size_t i = 0; i < got.n && i < want.n; i++)
                     if (strcmp(got.v[i], want.v[i])) {
                         printf("#  first difference at %zu: got ", i);
@@ -267,7 +292,7 @@ static void test_random_trees(void) {
         rm_rf(root);
     }
     CHECK_INTEQ(mismatches, 0, "random trees in full-sort order");
-    CHECK(total > 4000, "the random trees had entries (%d)", total);
+    CHECK(total > 8000, "the random trees had entries (%d)", total);
     CHECK_INTEQ(count_fds(), fds0, "no descriptor left open");
 }
 
@@ -312,6 +337,13 @@ static void test_special_entries(void) {
     CHECK_INTEQ(got.n, nw, "entries, links not followed");
     for (size_t i = 0; i < nw && i < got.n; i++) CHECK_STREQ(got.v[i], want[i], "links not followed");
     list_free(&got);
+    s3x_walk *w = NULL;
+    int links = 0;
+    s3x_walk_entry en;
+    if (s3x_walk_open(&w, root, 0) == 0)
+        while (s3x_walk_next(w, &en) == 1) links += en.is_symlink;
+    s3x_walk_close(w);
+    CHECK_INTEQ(links, 6, "is_symlink marks the links left alone");
 
     /* Following: files through links, the link to the ancestor is a loop,
      * the self link and the dangling one are errors, the walk goes on. The

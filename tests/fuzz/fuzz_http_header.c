@@ -13,7 +13,10 @@
  * Content-Type, Last-Modified, version id, checksum) is a copy of the last
  * such header's value, with no LF inside, no leading blank and no trailing
  * blank or CR; Content-Length is -1 or a length; a checksum kind is only set
- * with its value; a status line resets the lengths. */
+ * with its value; a status line resets the lengths. User metadata headers
+ * (x-amz-meta-*, kept as a copy's HeadObject asks) are "name\0value\0"
+ * pairs, names lowercased, values trimmed as the fields are, within the
+ * bound, or the overflow flag is set. */
 #include "fuzz.h"
 #include "client_internal.h"
 #include "error.h"
@@ -30,18 +33,39 @@ static void check_field(const char *f, const char *name) {
 
 static void free_fields(s3x_http_req *r) {
     char **f[] = {&r->etag, &r->request_id, &r->content_range, &r->content_type, &r->last_modified, &r->version_id,
-                  &r->checksum_value};
+                  &r->checksum_value, &r->server};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         free(*f[i]);
         *f[i] = NULL;
     }
     s3x_buf_free(&r->resp_body);
+    s3x_buf_free(&r->meta);
+}
+
+static void check_meta(const s3x_http_req *r) {
+    const char *m = r->meta.data;
+    size_t len = r->meta.len;
+    FUZZ_ASSERT(len <= 8192, "metadata of %zu bytes kept", len);
+    for (size_t off = 0; off < len;) {
+        const char *name = m + off, *end = memchr(name, 0, len - off);
+        FUZZ_ASSERT(end, "metadata name not terminated");
+        FUZZ_ASSERT(!strncmp(name, "x-amz-meta-", 11), "metadata name %.40s", name);
+        for (const char *c = name; c < end; c++) FUZZ_ASSERT(*c < 'A' || *c > 'Z', "metadata name not lowercased");
+        off = (size_t)(end - m) + 1;
+        FUZZ_ASSERT(off < len, "metadata name without a value");
+        const char *value = m + off;
+        end = memchr(value, 0, len - off);
+        FUZZ_ASSERT(end, "metadata value not terminated");
+        check_field(value, "metadata value");
+        off = (size_t)(end - m) + 1;
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     s3x_http_req r;
     memset(&r, 0, sizeof r);
     r.content_length = -1;
+    r.want_meta = 1;
     size_t pos = 0;
     while (pos < size) {
         const uint8_t *lf = memchr(data + pos, '\n', size - pos);
@@ -67,6 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_field(r.last_modified, "last-modified");
         check_field(r.version_id, "version id");
         check_field(r.checksum_value, "checksum");
+        check_meta(&r);
         FUZZ_ASSERT(r.content_length >= -1, "content length %lld", (long long)r.content_length);
         FUZZ_ASSERT((r.checksum_kind == 0) == (r.checksum_value == NULL), "checksum kind %d without a value",
                     r.checksum_kind);

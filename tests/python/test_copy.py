@@ -316,3 +316,95 @@ def test_cli_cp_between_s3_urls(cli, boto, bucket, bucket2, big):
     assert p.returncode == 1 and rec["outcome"] == "failed" and rec["error"]["s3_code"] == "NoSuchKey"
     p = subprocess.run([cli, "cp", f"s3://{bucket}/", f"s3://{bucket}/x"], capture_output=True, timeout=60)
     assert p.returncode == 2 and b"source needs a key" in p.stderr
+
+
+@pytest.mark.parametrize("size", [MiB, 20 * MiB], ids=["CopyObject", "multipart"])
+def test_full_object_checksum_is_preserved(client, boto, bucket, size):
+    """A source with a full-object CRC32 keeps it: CopyObject asks for the
+    algorithm, a multipart copy creates its upload with the algorithm and
+    checksum type FULL_OBJECT, so the server combines the parts' CRCs
+    (SeaweedFS does; without FULL_OBJECT it stores a composite "...-N")."""
+    data = os.urandom(size)
+    boto.put_object(Bucket=bucket, Key="ck", Body=data, ChecksumAlgorithm="CRC32")
+    want = boto.head_object(Bucket=bucket, Key="ck", ChecksumMode="ENABLED")["ChecksumCRC32"]
+    r = client.copy(bucket, "ck", bucket, "dst", config=CFG8)
+    assert r.multipart == (size > 8 * MiB)
+    h = boto.head_object(Bucket=bucket, Key="dst", ChecksumMode="ENABLED")
+    assert h["ChecksumCRC32"] == want and "-" not in want
+    assert body(boto, bucket, "dst") == data
+
+
+class _CErr(__import__("ctypes").Structure):
+    import ctypes as _c
+    _fields_ = [("code", _c.c_int), ("http_status", _c.c_int), ("message", _c.c_char_p), ("s3_code", _c.c_char_p),
+                ("request_id", _c.c_char_p)]
+
+
+class _CCopyOpts(__import__("ctypes").Structure):
+    import ctypes as _c
+    _fields_ = [("metadata_directive", _c.c_int), ("content_type", _c.c_char_p), ("if_match", _c.c_char_p)]
+
+
+@pytest.fixture
+def clib(build_dir, s3env, proxy):
+    """The C library itself (ctypes), for the calls the Python API does not
+    wrap: s3x_copy_object and s3x_copy. One client straight to the server,
+    one through the fault proxy."""
+    import ctypes
+    lib = ctypes.CDLL(str(build_dir / "libs3xfer.so"))
+    lib.s3x_error_last.restype = ctypes.POINTER(_CErr)
+    lib.s3x_copy_object.argtypes = [ctypes.c_void_p] + [ctypes.c_char_p] * 4 + [ctypes.c_void_p, ctypes.c_void_p]
+    lib.s3x_copy.argtypes = [ctypes.c_void_p] + [ctypes.c_char_p] * 4 + [ctypes.c_void_p, ctypes.c_void_p]
+    lib.s3x_client_set_string.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p]
+    lib.s3x_client_free.argtypes = [ctypes.c_void_p]
+    lib.s3x_free.argtypes = [ctypes.c_void_p]
+    clients = []
+    for url in (s3env["endpoint_url"], proxy.url):
+        c = ctypes.c_void_p()
+        assert lib.s3x_client_new(ctypes.byref(c)) == 0
+        for opt, v in ((0, url), (1, s3env["region"]), (2, s3env["access_key"]), (3, s3env["secret_key"])):
+            assert lib.s3x_client_set_string(c, opt, v.encode()) == 0
+        clients.append(c)
+    yield lib, clients[0], clients[1]
+    for c in clients:
+        lib.s3x_client_free(c)
+
+
+def test_c_copy_object_and_copy(clib, boto, bucket, proxy):
+    import ctypes
+    lib, c, pc = clib
+    data = os.urandom(3 * MiB)
+    boto.put_object(Bucket=bucket, Key="src", Body=data, ContentType="text/x-c", Metadata={"m": "v"})
+    b = bucket.encode()
+    etag = ctypes.c_void_p()
+    assert lib.s3x_copy_object(c, b, b"src", b, b"one", None, ctypes.byref(etag)) == 0
+    assert ctypes.cast(etag, ctypes.c_char_p).value.decode().strip('"') == hashlib.md5(data).hexdigest()
+    lib.s3x_free(etag)
+    h = boto.head_object(Bucket=bucket, Key="one")
+    assert h["ContentType"] == "text/x-c" and h["Metadata"] == {"m": "v"} and body(boto, bucket, "one") == data
+    o = _CCopyOpts(1, b"image/gif", None)
+    assert lib.s3x_copy_object(c, b, b"src", b, b"two", ctypes.byref(o), None) == 0
+    h = boto.head_object(Bucket=bucket, Key="two")
+    assert h["ContentType"] == "image/gif" and h["Metadata"] == {}
+    # a precondition on the source's ETag
+    o = _CCopyOpts(0, None, b'"0123456789abcdef0123456789abcdef"')
+    assert lib.s3x_copy_object(c, b, b"src", b, b"three", ctypes.byref(o), None) == -8
+    e = lib.s3x_error_last().contents
+    assert e.http_status == 412 and e.s3_code == b"PreconditionFailed"
+    assert lib.s3x_copy_object(c, b, b"missing", b, b"three", None, None) == -8
+    assert lib.s3x_error_last().contents.s3_code == b"NoSuchKey"
+    # a 200 whose body is an <Error>: a failure, never a copy
+    proxy.set_rules(["error:kind=put,status=200,code=InternalError,message=late failure,times=1"])
+    assert lib.s3x_copy_object(pc, b, b"src", b, b"four", None, None) == 0  # transient: retried
+    proxy.set_rules(["error:kind=put,status=200,code=InvalidRequest,message=late failure"])
+    assert lib.s3x_copy_object(pc, b, b"src", b, b"five", None, None) == -8
+    e = lib.s3x_error_last().contents
+    assert e.s3_code == b"InvalidRequest" and b"in a 200 response" in e.message
+    proxy.set_rules([])
+    # s3x_copy: the managed copy with the default knobs; bytes and parts are the result's first fields
+    res = ctypes.create_string_buffer(4096)
+    assert lib.s3x_copy(c, b, b"src", b, b"six", None, res) == 0
+    nbytes, parts = (int.from_bytes(res.raw[i:i + 8], "little", signed=True) for i in (0, 8))
+    assert nbytes == len(data) and parts == 1 and body(boto, bucket, "six") == data
+    keys = [o["Key"] for o in boto.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert sorted(keys) == ["four", "one", "six", "src", "two"]

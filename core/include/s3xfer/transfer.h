@@ -117,6 +117,10 @@ S3X_API int64_t s3x_upload_plan_part_size(const s3x_upload *u, int64_t size);
  * multipart are filled; no pool buffer is used. */
 S3X_API int s3x_upload_copy(s3x_upload *u, const char *src_bucket, const char *src_key, const char *dst_bucket,
                             const char *dst_key, const s3x_copy_opts *opts, s3x_result *result);
+/* The same with the default knobs, on an upload manager of its own for the
+ * call (result may be NULL). */
+S3X_API int s3x_copy(s3x_client *client, const char *src_bucket, const char *src_key, const char *dst_bucket,
+                     const char *dst_key, const s3x_copy_opts *opts, s3x_result *result);
 
 /* ---- download manager ------------------------------------------------- */
 

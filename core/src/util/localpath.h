@@ -26,8 +26,9 @@
  * Prefix: as `aws s3 cp --recursive s3://b/photos dir` does, a non-empty
  * prefix that does not end in '/' is taken as prefix + '/' (the listing is
  * of the "directory" photos/, and photos/a.jpg becomes a.jpg; a key such as
- * "photos2/x" is not under it and is refused). NULL or "" means the whole
- * bucket.
+ * "photos2/x" is not under it and is refused). So list with the prefix
+ * "photos/" too, not "photos", or keys of the sibling "photos2/" come back
+ * and are refused one by one. NULL or "" means the whole bucket.
  *
  * Returns 0 with out holding the relative path (NUL-terminated) of a file;
  * S3X_RELPATH_DIR for a directory marker (see above); or S3X_EINVAL with
@@ -54,6 +55,9 @@ int s3x_key_to_relpath(const char *key, const char *prefix, char *out, size_t ca
  * new descriptor of the parent directory (the caller closes it) and
  * *leaf_out points into rel at the last component (the file name to create
  * with openat(*dirfd_out, leaf, ...), e.g. a temp file then renameat).
+ *
+ * leaf may be up to NAME_MAX bytes: a temp file made next to it must have a
+ * name of its own of bounded length (not leaf + a suffix).
  *
  * Uses openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) for the common case of
  * an existing parent when the kernel has it, else (and to create what is

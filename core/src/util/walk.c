@@ -299,7 +299,10 @@ int s3x_walk_next(s3x_walk *w, s3x_walk_entry *e) {
             if (er == ENOENT) return entry_error(w, e, S3X_EIO, er, "vanished during the walk");
             return entry_error(w, e, S3X_EIO, er, "cannot stat: %s", strerror(er));
         }
-        if (S_ISLNK(st.st_mode)) return entry_error(w, e, S3X_EINVAL, 0, "symlink (not followed)");
+        if (S_ISLNK(st.st_mode)) {
+            e->is_symlink = 1;
+            return entry_error(w, e, S3X_EINVAL, 0, "symlink (not followed)");
+        }
         if (S_ISREG(st.st_mode)) {
             e->size = (int64_t)st.st_size;
             e->mtime_sec = (int64_t)st.st_mtim.tv_sec;

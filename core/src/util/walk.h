@@ -77,6 +77,9 @@ typedef struct s3x_walk_entry {
     int dirfd;
     const char *name;
     int is_dir;            /* 1: an empty directory (or an unreadable one, with err) */
+    int is_symlink;        /* 1: a symbolic link left alone (links not followed; err
+                              S3X_EINVAL, "symlink (not followed)"): a skip to
+                              report, not a failure; test this, not the message */
     int64_t size;          /* bytes (0 for directories and most errors) */
     int64_t mtime_sec;     /* st_mtim of the file (after following a link if asked) */
     long mtime_nsec;

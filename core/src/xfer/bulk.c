@@ -370,7 +370,7 @@ static void delete_remote(s3x_bulk *k, const char *key, int64_t size, const char
 /* ---- the two sorted sequences ---------------------------------------------------------- */
 
 static int symlink_skipped(const s3x_walk_entry *e) {
-    return e->err && e->sys_errno == 0 && e->message && !strncmp(e->message, "symlink", 7);
+    return e->err && e->is_symlink;
 }
 
 /* The next local file to plan (filters applied; problems reported on the

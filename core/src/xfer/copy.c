@@ -69,6 +69,7 @@ typedef struct crun {
     const char *meta_names[MAX_META], *meta_values[MAX_META];
     size_t nmeta;
     int checksum;             /* s3x_checksum of the source's checksum header, or 0 */
+    int checksum_full;        /* ... and it is a full-object one (not "...-N") */
     /* the plan */
     int single;
     int64_t part_size;
@@ -161,6 +162,8 @@ static int take_head(crun *R, s3x_http_req *r) {
     if (!(R->etag = strdup(r->etag))) return s3x_seterr(S3X_ENOMEM, "out of memory");
     if (r->content_type && !(R->src_type = strdup(r->content_type))) return s3x_seterr(S3X_ENOMEM, "out of memory");
     R->checksum = r->checksum_kind;
+    /* "...-N" is a composite of N parts; without it the checksum is the whole object's. */
+    R->checksum_full = R->checksum && r->checksum_value && !strchr(r->checksum_value, '-');
     int rc = keep_metadata(R, r);
     if (!rc) rc = plan(R);
     return rc;
@@ -182,8 +185,14 @@ static int prepare_side(crun *R, s3x_http_req *r) {
     }
     if (R->side_op == SIDE_CREATE) {
         int copy = R->directive == S3X_METADATA_COPY;
-        return s3x_req_create_mpu_meta(r, R->dst_bucket, R->dst_key, copy ? R->src_type : R->content_type,
-                                       checksum_algorithm(R), R->meta_names, R->meta_values, copy ? R->nmeta : 0);
+        int rc = s3x_req_create_mpu_meta(r, R->dst_bucket, R->dst_key, copy ? R->src_type : R->content_type,
+                                         checksum_algorithm(R), R->meta_names, R->meta_values, copy ? R->nmeta : 0);
+        /* A source with a full-object CRC keeps one: S3 combines the parts'
+         * CRCs into the whole object's (SHA-256 cannot be combined, so it
+         * stays a checksum of the parts). */
+        if (!rc && R->checksum_full && (R->checksum == S3X_CHECKSUM_CRC32 || R->checksum == S3X_CHECKSUM_CRC32C))
+            rc = s3x_req_header(r, "x-amz-checksum-type", "FULL_OBJECT");
+        return rc;
     }
     int rc = s3x_req_complete_mpu(r, R->dst_bucket, R->dst_key, R->upload_id);
     r->body = R->complete_body;

@@ -760,7 +760,12 @@ static int make_temp_file(drun *R, const char *path) {
     static atomic_uint seq;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    if (s3x_buf_printf(&R->tmp, "%s.s3xfer-%ld-%lx-%x.part", path, (long)getpid(), (unsigned long)ts.tv_nsec,
+    /* The name stays within NAME_MAX whatever the target's length: a long
+     * name keeps only its first 180 bytes in the temporary one. */
+    const char *slash = strrchr(path, '/');
+    size_t base_len = strlen(slash ? slash + 1 : path);
+    int keep = (int)(strlen(path) - (base_len > 180 ? base_len - 180 : 0));
+    if (s3x_buf_printf(&R->tmp, "%.*s.s3xfer-%ld-%lx-%x.part", keep, path, (long)getpid(), (unsigned long)ts.tv_nsec,
                        atomic_fetch_add(&seq, 1u)))
         return s3x_seterr(S3X_ENOMEM, "out of memory");
     /* A file that replaces another keeps its permission bits (a 0600 file

@@ -994,3 +994,12 @@ int s3x_upload_copy(s3x_upload *u, const char *src_bucket, const char *src_key, 
     open_args a = {.how = 3, .fd = -1, .src_bucket = src_bucket, .src_key = src_key, .copy = opts};
     return run_one(u, dst_bucket, dst_key, &a, result);
 }
+
+int s3x_copy(s3x_client *client, const char *src_bucket, const char *src_key, const char *dst_bucket,
+             const char *dst_key, const s3x_copy_opts *opts, s3x_result *result) {
+    s3x_upload *u = NULL;
+    int rc = s3x_upload_new(&u, client);
+    if (!rc) rc = s3x_upload_copy(u, src_bucket, src_key, dst_bucket, dst_key, opts, result);
+    s3x_upload_free(u);
+    return rc;
+}
