@@ -52,6 +52,8 @@ MEDIUM = {
     "02_pools": dict(FILE_SIZE_MIB=256, CONCURRENCY=[1, 2, 4, 8, 16, 32], REPEATS=2),
     "03_parallel_vs_single": dict(OBJECT_SIZE_MIB=512, CONCURRENCY=[1, 2, 4, 8, 16, 32], REPEATS=3),
     "04_slow_part_retry": dict(OBJECT_SIZE_MIB=400, REPEATS=3),
+    "05_slow_part_grid": dict(SIZE_MIB=64, FRACTIONS=[0.05, 0.2], DELAYS=["1-2"], DIRECTIONS=["upload", "download"],
+                              RUNS=2),
 }
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -116,6 +116,14 @@ PyObject *py_client_resolve(s3x_client *c) {
     return Py_BuildValue("(NN)", name_or_none(s3x_client_endpoint(c)), name_or_none(s3x_client_region(c)));
 }
 
+PyObject *py_client_request_url(s3x_client *c, const char *bucket, const char *key) {
+    char *url = NULL;
+    CALL(s3x_client_request_url(c, bucket, key, &url));
+    PyObject *o = PyUnicode_FromString(url);
+    s3x_free(url);
+    return o;
+}
+
 PyObject *py_client_credentials(s3x_client *c) {
     return Py_BuildValue("(NLd)", name_or_none(s3x_client_credentials_source(c)),
                          (long long)s3x_client_credentials_refreshes(c), s3x_client_credentials_expiry(c));

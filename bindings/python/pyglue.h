@@ -27,6 +27,7 @@ PyObject *py_client_get(s3x_client *c, int param);
 /* (credentials_source, refreshes, expiry or 0.0) of a resolved client: names, never keys. */
 PyObject *py_client_credentials(s3x_client *c);
 PyObject *py_client_resolve(s3x_client *c);
+PyObject *py_client_request_url(s3x_client *c, const char *bucket, const char *key);
 PyObject *py_param_info(int param);
 PyObject *py_strerror(int code);
 PyObject *py_version(void);

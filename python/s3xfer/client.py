@@ -52,9 +52,12 @@ class Client:
         profile: a profile of the shared config/credentials files, resolved
             through the whole provider chain (static keys, role_arn with
             source_profile or credential_source, web identity,
-            credential_process): see docs/credentials.md.
-        addressing_style: ``"auto"`` (path-style for IP/localhost endpoints),
-            ``"path"`` or ``"virtual"``.
+            SSO, credential_process): see docs/credentials.md.
+        addressing_style: ``"auto"`` (botocore's rules with the profile's s3
+            addressing_style: path-style for configured endpoints,
+            virtual-hosted on AWS when the bucket name allows; see
+            docs/endpoints.md), ``"path"`` or ``"virtual"`` (strict: a name
+            that cannot be a host label is refused).
         verify: ``True`` (system CAs), ``False`` (no TLS verification) or the
             path of a CA bundle.
         payload_signing: ``"auto"`` (bodies that carry a checksum header go
@@ -118,7 +121,7 @@ class Client:
         #: Which credential provider supplied the keys (botocore's names:
         #: "explicit", "env", "assume-role", "assume-role-with-web-identity",
         #: "shared-credentials-file", "custom-process", "config-file",
-        #: "container-role", "iam-role"); never the keys themselves.
+        #: "container-role", "iam-role", "sso"); never the keys themselves.
         self.credentials_source: str = _core.py_client_credentials(handle)[0]
         self._idle.append(handle)
 
@@ -176,6 +179,13 @@ class Client:
     def __repr__(self) -> str:
         return (f"s3xfer.Client(endpoint_url={self.endpoint_url!r}, region={self.region!r}, "
                 f"credentials_source={self.credentials_source!r})")
+
+    def _resolve_url(self, bucket: str, key: Optional[str] = None) -> str:
+        """The URL a request for ``bucket`` (and ``key``) would go to, built
+        as every request's URL is, without sending anything (a debugging
+        aid; the request is signed for :attr:`region`)."""
+        with self._handle() as h:
+            return _core.py_client_request_url(h, bucket, key)
 
     @property
     def credentials_refreshes(self) -> int:

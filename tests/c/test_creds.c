@@ -232,6 +232,8 @@ static void test_snapshot_swaps(void) {
 }
 
 int main(void) {
+    /* Region resolution ends at instance metadata: never reach for it here. */
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
     test_json();
     test_time();
     test_sts();

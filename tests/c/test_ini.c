@@ -409,9 +409,19 @@ static void test_client(void) {
     CHECK(rc == S3X_EINVAL && strstr(last_msg(), config) && strstr(last_msg(), "line 3"),
           "duplicate region in the config file: rc %d, %s", rc, last_msg());
     s3x_client_free(c);
+    /* botocore reads the config file whatever the region's source (it holds
+     * the endpoint settings too): a malformed one is an error all the same. */
     setenv("AWS_REGION", "us-west-2", 1);
     rc = resolve(NULL, &c);
-    CHECK(rc == 0 && !strcmp(s3x_client_region(c), "us-west-2"), "AWS_REGION: the config file is not read");
+    CHECK(rc == S3X_EINVAL && strstr(last_msg(), "line 3"), "AWS_REGION: the malformed config file is still refused: %s",
+          last_msg());
+    s3x_client_free(c);
+    s3x_buf_clear(&b);
+    s3x_buf_printf(&b, "[default]\nregion = eu-west-3\n");
+    write_file(config, b.data, b.len);
+    rc = resolve(NULL, &c);
+    CHECK(rc == 0 && !strcmp(s3x_client_region(c), "us-west-2"), "AWS_REGION over the profile's region: %s",
+          last_msg());
     s3x_client_free(c);
 
     s3x_buf_free(&b);
@@ -421,6 +431,43 @@ static void test_client(void) {
     unlink(creds);
     unlink(config);
     clear_env();
+}
+
+/* Nested settings ("s3 =" with indented sub-settings) and the named
+ * sections ([services NAME], [sso-session NAME]), as botocore reads them. */
+static void test_nested(void) {
+    int rc;
+    s3x_ini *ini = parse("[default]\nservices = loc\ns3 =\n  addressing_style = path\n\n  endpoint_url=http://h:1 \n"
+                         "  Use_Thing = a = b\nflat = x\nbad =\n  no equals here\n"
+                         "[services loc]\ns3 =\n  endpoint_url = http://svc:9\n"
+                         "[sso-session 'my sso']\nsso_region = eu-west-1\n[profile  \"two words\" ]\nregion = r\n",
+                         &rc);
+    if (!CHECK(rc == 0 && ini, "parse: %s", last_msg())) return;
+    const char *s3 = s3x_ini_get(ini, "default", "s3");
+    char *v = NULL;
+    size_t bad = 0;
+    CHECK(s3x_ini_nested(s3, "addressing_style", &v, &bad) == 0 && v && !strcmp(v, "path"), "nested value");
+    free(v);
+    CHECK(s3x_ini_nested(s3, "endpoint_url", &v, &bad) == 0 && v && !strcmp(v, "http://h:1"),
+          "no spaces around '=', trimmed, after a blank line");
+    free(v);
+    CHECK(s3x_ini_nested(s3, "Use_Thing", &v, &bad) == 0 && v && !strcmp(v, "a = b"), "splits at the first '='");
+    free(v);
+    CHECK(s3x_ini_nested(s3, "use_thing", &v, &bad) == 0 && v == NULL, "sub-names are case-sensitive (botocore)");
+    CHECK(s3x_ini_nested(s3, "missing", &v, &bad) == 0 && v == NULL, "absent sub-setting");
+    CHECK(s3x_ini_nested(s3x_ini_get(ini, "default", "flat"), "x", &v, &bad) == 0 && v == NULL,
+          "a flat value is not nested");
+    CHECK(s3x_ini_nested(s3x_ini_get(ini, "default", "bad"), "x", &v, &bad) == -1 && bad == 2,
+          "a nested line without '=' is an error, at its line (%zu)", bad);
+    const char *sect = s3x_ini_named_section(ini, "services", "loc");
+    CHECK(sect && !strcmp(sect, "services loc"), "[services loc] found");
+    CHECK(s3x_ini_nested(s3x_ini_get(ini, sect, "s3"), "endpoint_url", &v, &bad) == 0 && v &&
+              !strcmp(v, "http://svc:9"), "the services section's s3 endpoint_url");
+    free(v);
+    CHECK(s3x_ini_named_section(ini, "sso-session", "my sso") != NULL, "a quoted sso-session name");
+    CHECK(s3x_ini_named_section(ini, "services", "nope") == NULL, "an absent services section");
+    CHECK(s3x_ini_profile_section(ini, "two words") != NULL, "profile names still split shell-like");
+    s3x_ini_free(ini);
 }
 
 int main(void) {
@@ -435,6 +482,7 @@ int main(void) {
     test_entries();
     test_load();
     test_client();
+    test_nested();
     rmdir(g_dir);
     return tap_summary("test_ini");
 }

@@ -115,7 +115,16 @@ static void test_client_refuses(void) {
     CHECK(s3x_client_bucket_addressing(c, "Legacy_Bucket", &ps) == 0 && ps == 1, "under auto it goes path-style");
     CHECK(s3x_client_bucket_addressing(c, "my.dotted.bucket", &ps) == 0 && ps == 1,
           "a dotted bucket over HTTPS goes path-style under auto");
-    CHECK(s3x_client_bucket_addressing(c, "plain", &ps) == 0 && ps == 0, "a plain one stays virtual");
+    CHECK(s3x_client_bucket_addressing(c, "plain", &ps) == 0 && ps == 1,
+          "under auto a configured endpoint is addressed path-style (botocore forces it)");
+    /* The AWS endpoint (none configured): virtual-hosted when the name can be a host label. */
+    CHECK(s3x_client_set_string(c, S3X_CLIENT_ENDPOINT_URL, NULL) == 0, "no endpoint");
+    CHECK(s3x_client_set_string(c, S3X_CLIENT_REGION, "eu-west-1") == 0, "region");
+    CHECK(s3x_client_resolve(c) == 0, "resolve: %s", s3x_error_last()->message);
+    CHECK(s3x_client_bucket_addressing(c, "plain", &ps) == 0 && ps == 0, "a plain one is virtual-hosted");
+    CHECK(s3x_client_bucket_addressing(c, "my.dotted.bucket", &ps) == 0 && ps == 1,
+          "a dotted bucket over HTTPS goes path-style under auto");
+    CHECK(s3x_client_bucket_addressing(c, "Legacy_Bucket", &ps) == 0 && ps == 1, "a legacy name goes path-style");
 
     /* The URL a request is built into: host = bucket + endpoint only. */
     s3x_http_req r;
@@ -131,6 +140,10 @@ static void test_client_refuses(void) {
 }
 
 int main(void) {
+    /* Region resolution ends at instance metadata: never reach for it here. */
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+    unsetenv("AWS_ENDPOINT_URL");
+    unsetenv("AWS_ENDPOINT_URL_S3");
     test_bucket_names();
     test_dns_compatible();
     test_regions();

@@ -138,22 +138,27 @@ static void test_budget(void) {
 
 /* ---- first-byte timeout ----------------------------------------------------- */
 
+/* The tests below the ROBUST section check the P90 estimator step by step. */
+static void p90_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
+    s3x_fbt_init_ex(f, knob, concurrency, S3X_FBT_P90);
+}
+
 static void test_fbt_off_fixed(void) {
     s3x_fbt f;
-    s3x_fbt_init(&f, S3X_SLOW_PART_OFF, 16);
+    p90_init(&f, S3X_SLOW_PART_OFF, 16);
     CHECK_EQ(s3x_fbt_current(&f), 0, "OFF: no timeout");
     for (int i = 0; i < 500; i++) s3x_fbt_on_success(&f, 100.0 + i, 50.0);
     for (int i = 0; i < 50; i++) s3x_fbt_on_timeout(&f, 0);
     CHECK_EQ(s3x_fbt_current(&f), 0, "OFF stays 0 after successes and timeouts");
 
-    s3x_fbt_init(&f, 2500, 16);
+    p90_init(&f, 2500, 16);
     CHECK_EQ(s3x_fbt_current(&f), 2500, "FIXED: the knob's value from the start");
     for (int i = 0; i < 500; i++) s3x_fbt_on_success(&f, 100.0, 9000.0);
     CHECK_EQ(s3x_fbt_current(&f), 2500, "FIXED: successes do not move it");
     for (int i = 0; i < 500; i++) s3x_fbt_on_timeout(&f, 2500);
     CHECK_EQ(s3x_fbt_current(&f), 2500, "FIXED: timeouts do not move it");
     /* A fixed value above the dynamic policy's 5 s ceiling is kept as given. */
-    s3x_fbt_init(&f, 60000, 4);
+    p90_init(&f, 60000, 4);
     for (int i = 0; i < 50; i++) s3x_fbt_on_timeout(&f, 60000);
     CHECK_EQ(s3x_fbt_current(&f), 60000, "FIXED 60 s is not capped");
 }
@@ -172,7 +177,7 @@ static void test_fbt_warmup(void) {
     s3x_fbt f;
     double d[1024];
     /* concurrency below 10: warm-up is 10 successes, top tenth = 1 sample. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
     CHECK_EQ(f.warmup_n, 10, "warm-up of max(4, 10)");
     for (int i = 0; i < 10; i++) d[i] = 200.0 * (i + 1); /* 200 .. 2000 */
     CHECK(warm_up(&f, d, 9), "no timeout during the first 9 of 10 warm-up successes");
@@ -181,7 +186,7 @@ static void test_fbt_warmup(void) {
     CHECK_EQ(s3x_fbt_current(&f), 2000, "N=10: timeout = the largest warm-up duration (top 1)");
 
     /* concurrency 64: warm-up 64, top tenth = 6 samples, fed out of order. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 64);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 64);
     CHECK_EQ(f.warmup_n, 64, "warm-up of max(64, 10)");
     for (int i = 0; i < 64; i++) d[i] = 50.0 * (double)(((i * 37) % 64) + 1); /* a permutation of 50..3200 */
     CHECK(warm_up(&f, d, 64), "no timeout during the 64 warm-up successes");
@@ -189,25 +194,25 @@ static void test_fbt_warmup(void) {
     CHECK_EQ(s3x_fbt_current(&f), 2950, "N=64: smallest of the largest 6 of 50..3200");
 
     /* concurrency 1024 (the knob's maximum): top 102 of 4..4096 -> 923*4. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 1024);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 1024);
     for (int i = 0; i < 1024; i++) d[i] = 4.0 * (double)(((i * 611) % 1024) + 1);
     CHECK(warm_up(&f, d, 1024), "no timeout during the 1024 warm-up successes");
     CHECK_EQ(s3x_fbt_current(&f), 3692, "N=1024: smallest of the largest 102 of 4..4096");
 
     /* Durations 100..N*100 for N=20: top 2 = 1900, 2000 -> 1900. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 20);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 20);
     for (int i = 0; i < 20; i++) d[i] = 100.0 * (20 - i);
     warm_up(&f, d, 20);
     CHECK_EQ(s3x_fbt_current(&f), 1900, "N=20: smallest of the largest 2 of 100..2000");
 
     /* Fast warm-up: the 1000 ms floor. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 16);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 16);
     for (int i = 0; i < 16; i++) d[i] = 300.0;
     warm_up(&f, d, 16);
     CHECK_EQ(s3x_fbt_current(&f), 1000, "fast warm-up: at least 1000 ms");
 
     /* Slow warm-up: average >= 5000 ms turns the policy off, for good. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
     for (int i = 0; i < 10; i++) d[i] = 5000.0;
     warm_up(&f, d, 10);
     CHECK_EQ(s3x_fbt_current(&f), 0, "average warm-up of 5000 ms: off");
@@ -217,7 +222,7 @@ static void test_fbt_warmup(void) {
     CHECK_EQ(s3x_fbt_current(&f), 0, "stays off after fast successes and timeouts");
 
     /* Just below: average 4999 ms -> timeout 4999. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
     for (int i = 0; i < 10; i++) d[i] = 4999.0;
     warm_up(&f, d, 10);
     CHECK_EQ(s3x_fbt_current(&f), 4999, "average warm-up of 4999 ms: timeout 4999");
@@ -225,7 +230,7 @@ static void test_fbt_warmup(void) {
     /* A fast warm-up (average 1800 ms) whose top tenth is above the 5 s
      * ceiling: the policy stops at once (aws-c-s3 would set 9000 ms and stop
      * at the next success, when the EWMA step is still above 5 s). */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
     for (int i = 0; i < 9; i++) d[i] = 1000.0;
     d[9] = 9000.0;
     warm_up(&f, d, 10);
@@ -234,7 +239,7 @@ static void test_fbt_warmup(void) {
 
     /* Every warm-up sample counts, the first one included (aws-c-s3 never
      * pushes its first sample into the heap: there this would give 1000). */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 10);
     d[0] = 3000.0;
     for (int i = 1; i < 10; i++) d[i] = 100.0 * i;
     warm_up(&f, d, 10);
@@ -246,7 +251,7 @@ static void test_fbt_warmup(void) {
 static double ewma_step(double t, double expected) { return 0.99 * t + 0.01 * expected; }
 
 static void warm_to(s3x_fbt *f, int64_t concurrency, double duration) {
-    s3x_fbt_init(f, S3X_SLOW_PART_DYNAMIC, concurrency);
+    p90_init(f, S3X_SLOW_PART_DYNAMIC, concurrency);
     int n = f->warmup_n;
     for (int i = 0; i < n; i++) s3x_fbt_on_success(f, duration, duration / 2);
 }
@@ -304,7 +309,7 @@ static void test_fbt_ewma(void) {
 static void test_fbt_timeouts(void) {
     s3x_fbt f;
     /* Timeouts before 10 successes are ignored. */
-    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 16);
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 16);
     for (int i = 0; i < 9; i++) s3x_fbt_on_success(&f, 500.0, 200.0);
     for (int i = 0; i < 5; i++) s3x_fbt_on_timeout(&f, 0);
     CHECK(f.rate_done == 0 && f.rate_fail == 0 && f.timeout_ms == 0, "timeouts with 9 successes are ignored");
@@ -382,6 +387,196 @@ static void test_fbt_timeouts(void) {
     CHECK_EQ(f.timeout_ms, 0, "timeout_ms cleared");
 }
 
+
+/* ---- ROBUST estimator: synthetic distributions -------------------------------- */
+
+typedef struct sim_stats {
+    int attempts, slow, cuts;
+    int64_t t_min, t_max; /* timeouts in force over the measured stretch (0 excluded) */
+    int zero;             /* attempts made with no timeout in force */
+} sim_stats;
+
+/* One attempt after another against a first-byte time drawn by gen: cut when
+ * it would exceed the timeout in force (and then re-sent: the next attempt
+ * draws again), answered otherwise. slow = draws above slow_ms. */
+static void sim(s3x_fbt *f, s3x_rng *r, int n, double (*gen)(s3x_rng *, void *), void *arg, double slow_ms,
+                sim_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->t_min = INT64_MAX;
+    for (int i = 0; i < n; i++) {
+        double x = gen(r, arg);
+        int64_t t = s3x_fbt_current(f);
+        st->attempts++;
+        if (x > slow_ms) st->slow++;
+        if (t == 0) st->zero++;
+        else {
+            if (t < st->t_min) st->t_min = t;
+            if (t > st->t_max) st->t_max = t;
+        }
+        if (t > 0 && x > (double)t) {
+            st->cuts++;
+            s3x_fbt_on_timeout(f, t);
+        } else {
+            s3x_fbt_on_success(f, x + 50.0, x);
+        }
+    }
+}
+
+typedef struct mix {
+    double lo, hi;         /* healthy: uniform in [lo, hi] ms */
+    double p;              /* share of slow draws */
+    double slow_lo, slow_hi;
+    double shift;          /* added to every draw (a server slowing down) */
+} mix;
+
+static double gen_mix(s3x_rng *r, void *arg) {
+    const mix *m = arg;
+    double u = s3x_rng_uniform(r), v = s3x_rng_uniform(r);
+    double x = u < m->p ? m->slow_lo + v * (m->slow_hi - m->slow_lo) : m->lo + v * (m->hi - m->lo);
+    return x + m->shift;
+}
+
+static void robust_init(s3x_fbt *f, int64_t concurrency) {
+    s3x_fbt_init_ex(f, S3X_SLOW_PART_DYNAMIC, concurrency, S3X_FBT_ROBUST);
+}
+
+static void test_robust_warmup(void) {
+    s3x_fbt f;
+    robust_init(&f, 8);
+    for (int i = 0; i < S3X_FBT_MIN_SAMPLES - 1; i++) s3x_fbt_on_success(&f, 100.0, 40.0 + i);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "ROBUST: no timeout before the minimum number of answers");
+    s3x_fbt_on_success(&f, 100.0, 60.0);
+    CHECK_EQ(s3x_fbt_current(&f), (int64_t)S3X_FBT_MIN_MS, "ROBUST: fast answers: the minimum timeout");
+    /* median 300, MAD 100 (spread 148.26): max(3 x 300, 300 + 5 x 148.26) = 1041.3 */
+    robust_init(&f, 8);
+    double d[] = {200, 300, 400, 200, 300, 400, 300};
+    for (int i = 0; i < 7; i++) s3x_fbt_on_success(&f, 1000.0, d[i]);
+    CHECK_EQ(s3x_fbt_current(&f), 1041, "ROBUST: median + 5 robust deviations");
+    CHECK(fabs(f.median_ms - 300.0) < 1e-9, "median of the window: %.1f", f.median_ms);
+    /* A server that answers in 2 s is too slow to re-send to: suspended. */
+    robust_init(&f, 8);
+    for (int i = 0; i < 20; i++) s3x_fbt_on_success(&f, 2500.0, 2000.0);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "ROBUST: 3 x a 2 s median is above the ceiling: no timeout");
+    for (int i = 0; i < 40; i++) s3x_fbt_on_success(&f, 100.0, 50.0);
+    CHECK_EQ(s3x_fbt_current(&f), (int64_t)S3X_FBT_MIN_MS, "ROBUST: suspended, not ended: fast answers bring it back");
+}
+
+static void test_robust_window(void) {
+    /* The window keeps exactly the last S3X_FBT_WINDOW values, sorted. */
+    s3x_fbt f;
+    robust_init(&f, 8);
+    s3x_rng r;
+    s3x_rng_seed(&r, 99);
+    double all[500];
+    int ok = 1;
+    for (int i = 0; i < 500; i++) {
+        all[i] = floor(s3x_rng_uniform(&r) * 1000.0);
+        s3x_fbt_on_success(&f, 0, all[i]);
+        int n = i + 1 < S3X_FBT_WINDOW ? i + 1 : S3X_FBT_WINDOW;
+        if (f.win_n != n) ok = 0;
+        for (int k = 1; k < f.win_n; k++)
+            if (f.sorted[k - 1] > f.sorted[k]) ok = 0;
+        /* same multiset as the last n values: sums agree */
+        double a = 0, b = 0;
+        for (int k = 0; k < n; k++) a += all[i - k], b += f.sorted[k];
+        if (a != b) ok = 0;
+    }
+    CHECK(ok, "the sorted window holds the last %d values in order", S3X_FBT_WINDOW);
+}
+
+static void test_robust_tails(void) {
+    struct {
+        const char *what;
+        mix m;
+        int64_t lo_ok, hi_ok; /* the timeout must stay within [lo_ok, hi_ok] */
+    } cases[] = {
+        /* 10% of attempts held 2-3 s behind upload-like answers of 100-300 ms */
+        {"10% at 2-3 s, healthy 100-300 ms", {100, 300, 0.10, 2000, 3000, 0}, 300, 1500},
+        /* 20% held 1-2 s behind download-like answers of 10-60 ms */
+        {"20% at 1-2 s, healthy 10-60 ms", {10, 60, 0.20, 1000, 2000, 0}, 60, 700},
+        /* 1% held 10 s */
+        {"1% at 10 s, healthy 50-150 ms", {50, 150, 0.01, 10000, 10000, 0}, 150, 1000},
+        /* bimodal: a quarter of answers in a slow mode of 700-900 ms */
+        {"bimodal 75% at 40-80 ms, 25% at 700-900 ms", {40, 80, 0.25, 700, 900, 0}, 80, 700},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        s3x_fbt f;
+        robust_init(&f, 8);
+        s3x_rng r;
+        s3x_rng_seed(&r, 1234 + c);
+        sim_stats warm, st;
+        sim(&f, &r, 50, gen_mix, &cases[c].m, cases[c].m.hi, &warm);
+        sim(&f, &r, 1000, gen_mix, &cases[c].m, cases[c].m.hi, &st);
+        printf("# %s: timeout %lld..%lld ms, %d cuts for %d slow of %d, %lld raises\n", cases[c].what,
+               (long long)st.t_min, (long long)st.t_max, st.cuts, st.slow, st.attempts, (long long)f.raises);
+        CHECK(st.zero == 0 && st.t_min >= cases[c].lo_ok && st.t_max <= cases[c].hi_ok,
+              "%s: timeout within %lld..%lld ms (saw %lld..%lld, %d attempts without)", cases[c].what,
+              (long long)cases[c].lo_ok, (long long)cases[c].hi_ok, (long long)st.t_min, (long long)st.t_max,
+              st.zero);
+        /* Cuts: the slow draws, hardly any healthy one. */
+        CHECK(st.cuts >= st.slow * 9 / 10 && st.cuts <= st.slow + st.slow / 10 + 2,
+              "%s: %d cuts for %d slow attempts of %d", cases[c].what, st.cuts, st.slow, st.attempts);
+    }
+}
+
+static void test_robust_slowdown(void) {
+    /* Answers in 20-60 ms, then every answer 300 ms later for 300 attempts,
+     * then back: the timeout must rise above the new normal after a few
+     * cuts, not re-send everything, and come back down afterwards. */
+    s3x_fbt f;
+    robust_init(&f, 8);
+    s3x_rng r;
+    s3x_rng_seed(&r, 77);
+    mix m = {20, 60, 0, 0, 0, 0};
+    sim_stats st;
+    sim(&f, &r, 200, gen_mix, &m, 1e9, &st);
+    int64_t before = s3x_fbt_current(&f);
+    CHECK(before > 60 && before < 300, "before: timeout %lld ms between the answers and the slowdown",
+          (long long)before);
+    m.shift = 300;
+    sim(&f, &r, 40, gen_mix, &m, 1e9, &st);
+    int first_cuts = st.cuts;
+    CHECK(first_cuts <= 10, "slowdown: %d cuts in its first 40 attempts", first_cuts);
+    CHECK(s3x_fbt_current(&f) > 360, "slowdown: the timeout rose to %lld ms", (long long)s3x_fbt_current(&f));
+    sim(&f, &r, 260, gen_mix, &m, 1e9, &st);
+    CHECK(st.cuts <= 3, "slowdown: %d more cuts in the next 260 attempts", st.cuts);
+    CHECK(st.t_min > 360, "slowdown: the timeout stays above the new answers (lowest %lld ms)", (long long)st.t_min);
+    m.shift = 0;
+    sim(&f, &r, 200, gen_mix, &m, 1e9, &st);
+    CHECK(s3x_fbt_current(&f) < 300, "after: the timeout came back down to %lld ms", (long long)s3x_fbt_current(&f));
+}
+
+static void test_robust_budget(void) {
+    /* Every attempt answers in 4 s after a fast start (below the ceiling, so
+     * not suspended by the median): the cuts stay within the budget and the
+     * timeout climbs past 4 s instead of cutting forever. */
+    s3x_fbt f;
+    robust_init(&f, 8);
+    s3x_rng r;
+    s3x_rng_seed(&r, 5);
+    mix m = {20, 60, 0, 0, 0, 0};
+    sim_stats st;
+    sim(&f, &r, 100, gen_mix, &m, 1e9, &st);
+    m.lo = m.hi = 4000;
+    sim(&f, &r, 400, gen_mix, &m, 1e9, &st);
+    CHECK(st.cuts <= S3X_FBT_BUDGET_BASE + (int)(S3X_FBT_BUDGET_SHARE * (100 + st.attempts - st.cuts)),
+          "4 s answers: %d cuts within the budget", st.cuts);
+    CHECK(st.cuts <= 30, "4 s answers: %d cuts in 400 attempts", st.cuts);
+    CHECK(s3x_fbt_current(&f) == 0 || s3x_fbt_current(&f) > 4000, "4 s answers: timeout %lld ms at the end",
+          (long long)s3x_fbt_current(&f));
+    /* Cuts past the budget suspend the timeout. */
+    robust_init(&f, 8);
+    for (int i = 0; i < 10; i++) s3x_fbt_on_success(&f, 100, 50);
+    int64_t t = s3x_fbt_current(&f);
+    for (int i = 0; i < S3X_FBT_BUDGET_BASE + 6; i++) {
+        f.cut_rate = 0; /* isolate the budget from the slowdown rule */
+        s3x_fbt_on_timeout(&f, t);
+    }
+    CHECK_EQ(s3x_fbt_current(&f), 0, "14 cuts for 10 answers: past the budget, no timeout");
+    for (int i = 0; i < 20; i++) s3x_fbt_on_success(&f, 100, 50);
+    CHECK(s3x_fbt_current(&f) > 0, "answers reopen the budget");
+}
+
 int main(void) {
     test_rng();
     test_backoff();
@@ -390,5 +585,10 @@ int main(void) {
     test_fbt_warmup();
     test_fbt_ewma();
     test_fbt_timeouts();
+    test_robust_warmup();
+    test_robust_window();
+    test_robust_tails();
+    test_robust_slowdown();
+    test_robust_budget();
     return tap_summary("test_retry");
 }

@@ -66,6 +66,16 @@ static void check(const char *text, size_t len) {
             s3x_ini_entry(ini, j, &sec2, &name2, NULL);
             FUZZ_ASSERT(strcmp(sec, sec2) || strcmp(name, name2), "setting %s.%s twice", sec, name);
         }
+        /* A nested value's sub-settings: every one found is trimmed and has
+         * no newline; a refusal says which line. */
+        char *sub = NULL;
+        size_t bad = 0;
+        int nrc = s3x_ini_nested(val, "endpoint_url", &sub, &bad);
+        FUZZ_ASSERT(nrc == 0 || nrc == -1, "nested rc %d", nrc);
+        FUZZ_ASSERT(nrc == 0 || (bad >= 1 && val[0] == '\n'), "nested refusal at line %zu", bad);
+        FUZZ_ASSERT(!sub || (!strpbrk(sub, "\n\r") && !has_trailing_space(sub) &&
+                             !s3x_utf8_space(sub, strlen(sub))), "nested value not trimmed");
+        free(sub);
         if (strcmp(sec, "DEFAULT")) {
             const char *got = s3x_ini_get(ini, sec, name);
             FUZZ_ASSERT(got == val, "get(%s, %s) is not the setting's value", sec, name);
@@ -75,6 +85,8 @@ static void check(const char *text, size_t len) {
     /* The profile lookups run over every section name (shell-like splitting). */
     (void)s3x_ini_profile_section(ini, "default");
     (void)s3x_ini_profile_section(ini, "a b");
+    (void)s3x_ini_named_section(ini, "services", "a b");
+    (void)s3x_ini_named_section(ini, "sso-session", "x");
     (void)s3x_ini_get(ini, "default", "aws_access_key_id");
     s3x_ini_free(ini);
 }

@@ -112,10 +112,12 @@ class MetadataServer(_Server):
 
     ROLE = "s3xfer-test-role"
 
-    def __init__(self, issuer: Issuer, container_auth: Optional[str] = None):
+    def __init__(self, issuer: Optional[Issuer], container_auth: Optional[str] = None,
+                 region: Optional[str] = None):
         super().__init__()
         self.issuer = issuer
         self.container_auth = container_auth
+        self.region = region   # served at placement/region when set
         self.tokens = set()
         self.log: List[Tuple[str, str, bool]] = []   # method, path, had a valid token
 
@@ -145,12 +147,48 @@ class MetadataServer(_Server):
             return 405, {}, b""
         if not valid:
             return 401, {}, b""
+        if path == "/latest/meta-data/placement/region" and self.region is not None:
+            return 200, {}, self.region.encode()
         base = "/latest/meta-data/iam/security-credentials/"
+        if self.issuer is None:
+            return 404, {}, b""
         if path == base:
             return 200, {}, self.ROLE.encode()
         if path == base + self.ROLE:
             return 200, {}, self._creds()
         return 404, {}, b""
+
+
+class SsoPortal(_Server):
+    """The IAM Identity Center portal's GetRoleCredentials:
+    GET /federation/credentials?account_id=..&role_name=.. with the cached
+    access token in x-amz-sso_bearer_token (401 UnauthorizedException for any
+    other token, 403 ForbiddenException for another account or role).
+    Answers with the issuer's credentials; expiration in milliseconds."""
+
+    def __init__(self, issuer: Issuer, access_token: str, account_id: str, role_name: str):
+        super().__init__()
+        self.issuer, self.access_token = issuer, access_token
+        self.account_id, self.role_name = account_id, role_name
+        self.calls: List[dict] = []
+
+    def handle(self, method, path, headers, body):
+        u = urllib.parse.urlsplit(path)
+        q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query).items()}
+        call = {"method": method, "path": u.path, "query": q, "token": headers.get("x-amz-sso_bearer_token"),
+                "authorization": headers.get("Authorization")}
+        with self.lock:
+            self.calls.append(call)
+        if method != "GET" or u.path != "/federation/credentials":
+            return 404, {}, b'{"message":"not found"}'
+        if call["token"] != self.access_token:
+            return 401, {"Content-Type": "application/json"}, b'{"message":"Session token not found or invalid"}'
+        if q.get("account_id") != self.account_id or q.get("role_name") != self.role_name:
+            return 403, {"Content-Type": "application/json"}, b'{"message":"No access"}'
+        tok, exp = self.issuer.issue()
+        out = {"roleCredentials": {"accessKeyId": self.issuer.ak, "secretAccessKey": self.issuer.sk,
+                                   "sessionToken": tok, "expiration": int(exp * 1000)}}
+        return 200, {"Content-Type": "application/json"}, json.dumps(out).encode()
 
 
 def _form(body: bytes) -> Dict[str, str]:

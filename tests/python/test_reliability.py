@@ -215,6 +215,36 @@ def test_dynamic_first_byte_timeout_learns_and_applies_to_downloads(pclient, cli
     assert off.retries_first_byte == 0 and off.slow_part_timeout_ms == 0
 
 
+@pytest.fixture
+def tail_bucket(boto):
+    """Like fixed_bucket, a name of this test's own (keyed decisions)."""
+    from conftest import _empty_bucket
+    name = "s3xfer-fixed-fbt-tail"
+    _empty_bucket(boto, name)
+    boto.create_bucket(Bucket=name)
+    yield name
+    _empty_bucket(boto, name)
+
+
+def test_dynamic_timeout_lands_below_a_heavy_tail(pclient, client, tail_bucket, proxy, tmp_path):
+    """A fifth of the ranges held 4 s: the learned timeout must sit between the
+    healthy answers and the tail (the earlier P90 estimator learned the delay
+    itself: a 90th percentile inside the tail), and cut the held ranges."""
+    bucket = tail_bucket
+    big = os.urandom(40 * P)
+    client.upload_bytes(big, bucket, "tail", config=TransferConfig(part_size=P))
+    proxy.set_rules(["delay_first_byte:p=0.2,kind=ranged_get,delay=4"], seed=3)
+    out = tmp_path / "out"
+    d = pclient.download_file(bucket, "tail", out, config=TransferConfig(part_size=P, concurrency=4,
+                                                                         slow_part_timeout="dynamic"))
+    held = proxy.stats()["faults"].get("delay_first_byte", 0)
+    assert sha(out.read_bytes()) == sha(big)
+    assert held >= 4, held  # seed 3 holds several ranges of this key
+    assert 0 < d.slow_part_timeout_ms < 2000, d.slow_part_timeout_ms
+    # the held ranges after the first answers are cut, not waited out
+    assert d.retries_first_byte >= held - 4, (d.retries_first_byte, held)
+
+
 def test_server_gone_for_good(pclient, client, bucket, proxy, tmp_path):
     client.upload_bytes(os.urandom(4 * P), bucket, "k", config=TransferConfig(part_size=P))
     proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=0.3"])

@@ -21,13 +21,16 @@ typedef struct s3x_client s3x_client;
 
 /* String settings of a client. Each one left unset falls back, when the
  * client first sends a request, to:
- *   ENDPOINT_URL   AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then https://s3.<region>.amazonaws.com
+ *   ENDPOINT_URL   AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
+ *                  services section and endpoint_url (unless configured
+ *                  endpoints are ignored), then the S3 endpoint of the
+ *                  region's AWS partition (docs/endpoints.md)
  *   REGION         AWS_REGION, AWS_DEFAULT_REGION, the profile's region in the
- *                  shared config file, then "us-east-1"
+ *                  shared config file, instance metadata, then "us-east-1"
  *   ACCESS_KEY / SECRET_KEY / SESSION_TOKEN
  *                  botocore's credential chain (docs/credentials.md): the
  *                  environment (skipped when PROFILE is set), the profile's
- *                  role_arn (STS AssumeRole), web identity, the shared
+ *                  role_arn (STS AssumeRole), web identity, SSO, the shared
  *                  credentials file, credential_process, the config file, the
  *                  container endpoint, instance metadata (IMDSv2). Temporary
  *                  credentials are refreshed before they expire.
@@ -74,10 +77,17 @@ S3X_API int s3x_client_resolve(s3x_client *client);
 S3X_API const char *s3x_client_endpoint(const s3x_client *client);
 S3X_API const char *s3x_client_region(const s3x_client *client);
 
+/* The URL a request for bucket (and key, or NULL) would be sent to, without
+ * sending anything: resolves the client first. The request is signed for
+ * s3x_client_region. *url is malloc'd (s3x_free).
+ * Errors: those of s3x_client_resolve; S3X_EINVAL for a bucket the
+ * addressing rules refuse; S3X_ENOMEM. */
+S3X_API int s3x_client_request_url(s3x_client *client, const char *bucket, const char *key, char **url);
+
 /* Which credential provider supplied the keys, by botocore's names:
  * "explicit", "env", "assume-role", "assume-role-with-web-identity",
  * "shared-credentials-file", "custom-process", "config-file",
- * "container-role", "iam-role" (docs/credentials.md). NULL before the
+ * "container-role", "iam-role", "sso" (docs/credentials.md). NULL before the
  * client is resolved. Never the keys. */
 S3X_API const char *s3x_client_credentials_source(const s3x_client *client);
 

@@ -62,7 +62,7 @@ typedef enum s3x_param {
 } s3x_param;
 
 typedef enum s3x_addressing {
-    S3X_ADDRESSING_AUTO = 0,   /* path-style for IP-address and localhost endpoints, else virtual-hosted */
+    S3X_ADDRESSING_AUTO = 0,   /* botocore's rules and the profile's s3 addressing_style (docs/endpoints.md) */
     S3X_ADDRESSING_PATH = 1,
     S3X_ADDRESSING_VIRTUAL = 2
 } s3x_addressing;

@@ -1,6 +1,7 @@
 /* Client settings, their resolution from the environment and shared files,
  * and the handle's lifetime. */
 #include "client_internal.h"
+#include "endpoint.h"
 #include "error.h"
 #include "ini.h"
 #include "params_internal.h"
@@ -52,7 +53,7 @@ int s3x_client_new(s3x_client **out) {
 }
 
 static void clear_resolved(s3x_client *c) {
-    char **fields[] = {&c->endpoint, &c->scheme, &c->hostport, &c->region, &c->ca_bundle};
+    char **fields[] = {&c->endpoint, &c->scheme, &c->hostport, &c->region, &c->ca_bundle, &c->vhost};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         s3x_free_secret(*fields[i]);  /* wiped whatever it is: cheap, and keys are among them */
         *fields[i] = NULL;
@@ -65,6 +66,8 @@ static void clear_resolved(s3x_client *c) {
     s3x_cred_source_free(c->cred_src);
     c->cred_src = NULL;
     c->resolved = 0;
+    c->endpoint_configured = 0;
+    c->profile_style = S3X_STYLE_AUTO;
     c->sign_date[0] = '\0';
     s3x_wipe(c->sign_key, sizeof c->sign_key);
 }
@@ -98,22 +101,7 @@ void s3x_client_free(s3x_client *c) {
     free(c);
 }
 
-/* An endpoint URL is scheme://host[:port] with at most a trailing '/'. The URL
- * is echoed in messages only when it carries no user information, which may
- * be a password. */
-static int check_endpoint(const char *v) {
-    const char *shown = strchr(v, '@') ? "(not shown: it holds '@')" : v;
-    if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
-        return s3x_seterr(S3X_EINVAL, "endpoint URL %s must start with http:// or https://", shown);
-    const char *auth = strstr(v, "://") + 3;
-    size_t n = strcspn(auth, "/?#");
-    const char *problem = s3x_authority_problem(auth, n);
-    if (problem) return s3x_seterr(S3X_EINVAL, "endpoint URL %s: %s", shown, problem);
-    for (const char *p = auth + n; *p; p++)
-        if (*p != '/')
-            return s3x_seterr(S3X_EINVAL, "endpoint URL %s must not have a path, query or fragment", shown);
-    return 0;
-}
+static int check_endpoint(const char *v) { return s3x_endpoint_check(v); }
 
 static int check_region(const char *region, const char *source) {
     const char *problem = s3x_region_problem(region);
@@ -130,21 +118,43 @@ int s3x_client_bucket_addressing(const s3x_client *c, const char *bucket, int *p
     const char *problem = s3x_bucket_name_problem(bucket);
     if (problem) return s3x_seterr(S3X_EINVAL, "invalid bucket name: %s", problem);
     if (!path_style) return 0;
-    *path_style = c->path_style;
-    if (c->path_style || s3x_bucket_dns_compatible(bucket)) {
-        /* A dotted bucket under a TLS wildcard certificate cannot match: path
-         * style is the only way it verifies (botocore does the same). */
-        if (!c->path_style && strchr(bucket, '.') && !strcmp(c->scheme, "https") &&
-            c->params[S3X_PARAM_ADDRESSING_STYLE] == S3X_ADDRESSING_AUTO)
-            *path_style = 1;
+    int64_t knob = c->params[S3X_PARAM_ADDRESSING_STYLE];
+    int dns = s3x_bucket_dns_compatible(bucket);
+    int dotted = strchr(bucket, '.') != NULL;
+    if (c->vhost) {
+        /* S3 Accelerate has no path-style form: it wins over a path-style
+         * setting, and botocore refuses the names it cannot host. */
+        if (!dns || dotted)
+            return s3x_seterr(S3X_EINVAL,
+                              "bucket '%s' cannot be used with S3 Accelerate (it needs a name of 3-63 lowercase "
+                              "letters, digits and '-', without dots); botocore refuses it too",
+                              bucket);
+        *path_style = 0;
         return 0;
     }
-    if (c->params[S3X_PARAM_ADDRESSING_STYLE] == S3X_ADDRESSING_VIRTUAL)
-        return s3x_seterr(S3X_EINVAL,
-                          "bucket '%s' cannot be a host name (virtual-hosted addressing needs 3-63 lowercase "
-                          "letters, digits, '.' and '-'); set addressing_style to path or auto",
-                          bucket);
-    *path_style = 1;
+    if (knob == S3X_ADDRESSING_PATH) {
+        *path_style = 1;
+        return 0;
+    }
+    if (knob == S3X_ADDRESSING_VIRTUAL) {
+        if (!dns)
+            return s3x_seterr(S3X_EINVAL,
+                              "bucket '%s' cannot be a host name (virtual-hosted addressing needs 3-63 lowercase "
+                              "letters, digits, '.' and '-'); set addressing_style to path or auto",
+                              bucket);
+        *path_style = 0;
+        return 0;
+    }
+    /* AUTO: botocore's endpoint rules, with the profile's addressing_style. */
+    if (c->profile_style == S3X_STYLE_PATH ||
+        (c->endpoint_configured && c->profile_style != S3X_STYLE_VIRTUAL) || !c->hostport ||
+        s3x_host_is_ip(c->hostport)) {
+        *path_style = 1;
+        return 0;
+    }
+    /* A dotted bucket under a TLS wildcard certificate cannot match: path
+     * style is the only way it verifies (botocore does the same). */
+    *path_style = !(dns && (!dotted || !strcmp(c->scheme, "http")));
     return 0;
 }
 
@@ -189,33 +199,6 @@ int s3x_client_get(const s3x_client *c, s3x_param p, int64_t *v) {
 const char *s3x_client_endpoint(const s3x_client *c) { return c ? c->endpoint : NULL; }
 const char *s3x_client_region(const s3x_client *c) { return c ? c->region : NULL; }
 
-/* ---- shared config / credentials files (INI) -------------------------- */
-
-/* A profile's setting from the shared config file ("[default]" or
- * "[profile NAME]"): 0 with *out a malloc'd value or NULL when absent, or a
- * negative code when the file is malformed. */
-static int profile_config(const char *profile, const char *key, char **out) {
-    *out = NULL;
-    char *path = s3x_home_path("AWS_CONFIG_FILE", ".aws/config");
-    if (!path) return 0;
-    s3x_ini *ini = NULL;
-    int rc = s3x_ini_load(path, "shared config file", S3X_EINVAL, &ini);
-    free(path);
-    if (rc) return rc;
-    const char *v = s3x_ini_get(ini, s3x_ini_profile_section(ini, profile), key);
-    if (v && !(*out = xstrdup(v))) rc = s3x_seterr(S3X_ENOMEM, "out of memory reading the shared config file");
-    s3x_ini_free(ini);
-    return rc;
-}
-
-static int is_ip_or_localhost(const char *host, size_t n) {
-    if (n == 9 && strncmp(host, "localhost", 9) == 0) return 1;
-    if (n > 0 && host[0] == '[') return 1;  /* IPv6 literal */
-    for (size_t i = 0; i < n; i++)
-        if (!(isdigit((unsigned char)host[i]) || host[i] == '.')) return 0;
-    return 1;
-}
-
 int s3x_client_resolve(s3x_client *c) {
     if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
     if (c->resolved) return 0;
@@ -225,67 +208,39 @@ int s3x_client_resolve(s3x_client *c) {
     const char *profile = explicit_profile ? explicit_profile : s3x_env_nonempty("AWS_PROFILE");
     if (!profile) profile = "default";
 
-    /* region */
-    const char *region = c->opt[S3X_CLIENT_REGION], *region_src = "the client's region option";
-    if (!region && (region = s3x_env_nonempty("AWS_REGION"))) region_src = "AWS_REGION";
-    if (!region && (region = s3x_env_nonempty("AWS_DEFAULT_REGION"))) region_src = "AWS_DEFAULT_REGION";
-    char *cfg_region = NULL;
-    int cfg_rc = region ? 0 : profile_config(profile, "region", &cfg_region);
-    if (cfg_rc) return cfg_rc;
-    if (cfg_region && *cfg_region) {
-        region = cfg_region;
-        region_src = "the profile's region in the shared config file";
-    }
-    if (!region) region = "us-east-1";
-    /* The region reaches the default endpoint's host and the signing scope. */
-    if ((rc = check_region(region, region_src))) {
-        free(cfg_region);
-        return rc;
-    }
-    c->region = xstrdup(region);
-    free(cfg_region);
-
-    /* endpoint */
-    const char *ep = c->opt[S3X_CLIENT_ENDPOINT_URL];
-    if (!ep) ep = s3x_env_nonempty("AWS_ENDPOINT_URL_S3");
-    if (!ep) ep = s3x_env_nonempty("AWS_ENDPOINT_URL");
-    s3x_buf eb = S3X_BUF_INIT;
-    if (ep) {
-        if ((rc = check_endpoint(ep))) return rc;
-        rc = s3x_buf_puts(&eb, ep);
-    } else {
-        rc = s3x_buf_printf(&eb, "https://s3.%s.amazonaws.com", c->region);
-    }
-    if (rc) goto oom;
-    while (eb.len && eb.data[eb.len - 1] == '/') eb.data[--eb.len] = '\0';
-    {
-        const char *sep = strstr(eb.data, "://");
-        const char *host = sep + 3;
-        const char *slash = strchr(host, '/');
-        if (slash) {
-            s3x_buf_free(&eb);
-            return s3x_seterr(S3X_EINVAL, "endpoint URL '%s' must not have a path", ep);
-        }
-        c->scheme = strndup(eb.data, (size_t)(sep - eb.data));
-        size_t hlen = strlen(host);
-        /* The Host header omits the scheme's default port. */
-        if (!strcmp(c->scheme, "http") && hlen > 3 && !strcmp(host + hlen - 3, ":80")) hlen -= 3;
-        if (!strcmp(c->scheme, "https") && hlen > 4 && !strcmp(host + hlen - 4, ":443")) hlen -= 4;
-        c->hostport = strndup(host, hlen);
-        c->endpoint = s3x_buf_detach(&eb);
-        if (!c->scheme || !c->hostport || !c->endpoint) goto oom;
-        const char *colon = NULL;
-        if (c->hostport[0] == '[') colon = strstr(c->hostport, "]:") ? strstr(c->hostport, "]:") + 1 : NULL;
-        else colon = strrchr(c->hostport, ':');
-        size_t bare = colon ? (size_t)(colon - c->hostport) : strlen(c->hostport);
-        int64_t style = c->params[S3X_PARAM_ADDRESSING_STYLE];
-        c->path_style = style == S3X_ADDRESSING_PATH ||
-                        (style == S3X_ADDRESSING_AUTO && is_ip_or_localhost(c->hostport, bare));
-    }
-
     const char *ca = c->opt[S3X_CLIENT_CA_BUNDLE];
     if (!ca) ca = s3x_env_nonempty("AWS_CA_BUNDLE");
     if (ca && !(c->ca_bundle = xstrdup(ca))) goto oom;
+
+    /* region and endpoint (endpoint.c) */
+    s3x_endpoint_in ein = {.profile = profile, .region_opt = c->opt[S3X_CLIENT_REGION],
+                           .endpoint_opt = c->opt[S3X_CLIENT_ENDPOINT_URL], .ca_bundle = c->ca_bundle,
+                           .verify_tls = c->params[S3X_PARAM_VERIFY_TLS] != 0};
+    s3x_endpoint ep;
+    if ((rc = s3x_endpoint_resolve(&ein, &ep))) {
+        clear_resolved(c);
+        return rc;
+    }
+    c->region = ep.region;
+    c->vhost = ep.accel_host;
+    c->endpoint_configured = ep.configured;
+    c->profile_style = (int)ep.style;
+    ep.region = ep.accel_host = NULL;
+    {
+        char *url = ep.endpoint;
+        ep.endpoint = NULL;
+        const char *sep = strstr(url, "://");
+        const char *host = sep + 3;
+        c->scheme = strndup(url, (size_t)(sep - url));
+        size_t hlen = strlen(host);
+        /* The Host header omits the scheme's default port. */
+        if (!strcmp(c->scheme ? c->scheme : "", "http") && hlen > 3 && !strcmp(host + hlen - 3, ":80")) hlen -= 3;
+        if (!strcmp(c->scheme ? c->scheme : "", "https") && hlen > 4 && !strcmp(host + hlen - 4, ":443")) hlen -= 4;
+        c->hostport = strndup(host, hlen);
+        c->endpoint = url;
+        if (!c->scheme || !c->hostport) goto oom;
+    }
+    s3x_endpoint_clear(&ep);
 
     /* credentials: the provider chain (creds.c), last, because STS calls
      * use the region and the CA bundle resolved above */
@@ -307,12 +262,33 @@ int s3x_client_resolve(s3x_client *c) {
     c->resolved = 1;
     return 0;
 oom:
-    s3x_buf_free(&eb);
     clear_resolved(c);
     return s3x_seterr(S3X_ENOMEM, "out of memory resolving client settings");
 }
 
 int s3x_client_ensure(s3x_client *c) { return c->resolved ? 0 : s3x_client_resolve(c); }
+
+int s3x_client_request_url(s3x_client *c, const char *bucket, const char *key, char **url) {
+    if (!url) return s3x_seterr(S3X_EINVAL, "s3x_client_request_url: url is NULL");
+    *url = NULL;
+    if (!c) return s3x_seterr(S3X_EINVAL, "client is NULL");
+    if (key && !bucket) return s3x_seterr(S3X_EINVAL, "a key needs a bucket");
+    int rc = s3x_client_ensure(c);
+    if (rc) return rc;
+    /* The same builder every request goes through (http.c). */
+    s3x_http_req r;
+    memset(&r, 0, sizeof r);
+    r.bucket = bucket;
+    r.key = key;
+    s3x_buf path = S3X_BUF_INIT, host = S3X_BUF_INIT;
+    rc = s3x_http_build_url(c, &r, &path, &host);
+    if (!rc) *url = s3x_buf_detach(&r.url);
+    else if (rc == S3X_ENOMEM) rc = s3x_seterr(S3X_ENOMEM, "out of memory building a URL");
+    s3x_buf_free(&r.url);
+    s3x_buf_free(&path);
+    s3x_buf_free(&host);
+    return rc;
+}
 
 int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out) {
     *out = NULL;

@@ -24,6 +24,9 @@ struct s3x_client {
     char *hostport;     /* host[:port] as sent in the Host header */
     char *region;
     char *ca_bundle;
+    char *vhost;        /* the host a bucket label goes in front of: hostport, or S3 Accelerate's */
+    int endpoint_configured;  /* the endpoint was given (option, environment, profile), not computed */
+    int profile_style;  /* s3x_profile_style (endpoint.h): the profile's s3 addressing_style */
 
     /* Credentials: the current snapshot and the provider that refreshes it.
      * cred_mu guards the pointer swap; a request signs with a reference of
@@ -33,7 +36,6 @@ struct s3x_client {
     s3x_cred_source *cred_src;
     int64_t cred_refreshes;
     double cred_retry_at;   /* wall time before which a failed advisory refresh is not retried */
-    int path_style;
 
     CURLM *multi;
     CURL **idle;        /* easy handles kept for reuse */
@@ -183,12 +185,17 @@ int64_t s3x_content_range_total(const char *content_range);
 
 /* Checks a bucket name (names.h: the relaxed legacy rules) and, when
  * path_style is not NULL, decides how it is addressed on this resolved
- * client: path style when the client uses it, when the name cannot be a host
- * label and addressing is AUTO, or when it is dotted over HTTPS under AUTO;
- * a name that cannot be a host label under explicit VIRTUAL addressing is
- * refused. Every URL's host is built only after this said yes. Returns 0 or
+ * client: explicit PATH or VIRTUAL knobs decide (a name that cannot be a
+ * host label under VIRTUAL is refused); under AUTO, botocore's rules with the
+ * profile's s3 addressing_style (docs/endpoints.md): path style for a
+ * configured endpoint unless the profile says virtual, for an IP-address
+ * endpoint, for names that cannot be a host label and for dotted names over
+ * HTTPS; S3 Accelerate refuses the names it cannot host. Every URL's host is built only after this said yes. Returns 0 or
  * S3X_EINVAL (thread error set). */
 int s3x_client_bucket_addressing(const s3x_client *c, const char *bucket, int *path_style);
+
+/* The request's host and encoded path, and r->url from them (http.c). */
+int s3x_http_build_url(s3x_client *c, s3x_http_req *r, s3x_buf *path, s3x_buf *host);
 
 /* 1 if bucket was seen to exist by this client; remembers it when add. */
 int s3x_client_bucket_known(s3x_client *c, const char *bucket);

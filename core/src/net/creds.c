@@ -10,11 +10,13 @@
 #include "error.h"
 #include "ini.h"
 #include "json.h"
+#include "names.h"
 #include "s3xml.h"
 #include "s3xfer/s3xfer.h"
 #include "sigv4.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -82,12 +84,12 @@ void s3x_creds_windows(const s3x_creds *c, double *advisory, double *mandatory) 
 
 typedef enum kind {
     K_NONE = 0, K_EXPLICIT, K_ENV, K_ASSUME_ROLE, K_WEB_IDENTITY, K_SHARED_FILE, K_PROCESS, K_CONFIG_FILE,
-    K_CONTAINER, K_IMDS
+    K_CONTAINER, K_IMDS, K_SSO
 } kind;
 
 static const char *const kind_names[] = {"none", "explicit", "env", "assume-role", "assume-role-with-web-identity",
                                          "shared-credentials-file", "custom-process", "config-file",
-                                         "container-role", "iam-role"};
+                                         "container-role", "iam-role", "sso"};
 
 struct s3x_cred_source {
     kind k;
@@ -836,24 +838,28 @@ static int imds_get(ctx *x, const char *base, const char *path, const char *toke
     return rc;
 }
 
-/* 1 found, 0 not (with a note), <0 out of memory. Every other failure
- * means "not on EC2" to botocore: a note, and the chain ends there. */
-static int imds(ctx *x, s3x_creds **out) {
-    const char *dis = getenv("AWS_EC2_METADATA_DISABLED");
-    if (dis && !strcasecmp(dis, "true")) {
-        note(x, "iam-role", "AWS_EC2_METADATA_DISABLED is true");
-        return 0;
-    }
+/* The metadata service's base URL (AWS_EC2_METADATA_SERVICE_ENDPOINT for
+ * tests, else the link-local address) into base, and how to show it. */
+static const char *imds_base(char *base, size_t cap) {
     const char *ep = s3x_env_nonempty("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-    char base[512];
-    snprintf(base, sizeof base, "%s", ep ? ep : "http://169.254.169.254");
+    snprintf(base, cap, "%s", ep ? ep : "http://169.254.169.254");
     for (size_t n = strlen(base); n && base[n - 1] == '/'; n--) base[n - 1] = '\0';
     /* The endpoint is the user's own setting, but may carry a password. */
-    const char *shown = strchr(base, '@') ? "(the endpoint)" : base;
-    char *token = NULL;
-    int rc = 0;
+    return strchr(base, '@') ? "(the endpoint)" : base;
+}
+
+static int imds_disabled(void) {
+    const char *dis = getenv("AWS_EC2_METADATA_DISABLED");
+    return dis && !strcasecmp(dis, "true");
+}
+
+/* The IMDSv2 session token: 1 with *token (malloc'd) or with *token NULL
+ * when the service only speaks IMDSv1, 0 when the service is not there or
+ * refused (a note for who), <0 out of memory. */
+static int imds_token(ctx *x, const char *base, const char *shown, const char *who, int attempts, char **token) {
+    *token = NULL;
     http_call h;
-    for (int attempt = 0; attempt < 2; attempt++) {
+    for (int attempt = 0; attempt < attempts; attempt++) {
         memset(&h, 0, sizeof h);
         s3x_buf url = S3X_BUF_INIT;
         if (s3x_buf_printf(&url, "%s/latest/api/token", base)) return s3x_seterr(S3X_ENOMEM, "out of memory");
@@ -862,28 +868,44 @@ static int imds(ctx *x, s3x_creds **out) {
         h.connect_ms = 1000;
         h.total_ms = 1000;
         h.no_proxy = 1;
-        rc = add_header(&h, "X-aws-ec2-metadata-token-ttl-seconds: 21600", NULL);
+        int rc = add_header(&h, "X-aws-ec2-metadata-token-ttl-seconds: 21600", NULL);
         if (!rc) rc = http_run(x, &h, "instance metadata");
         s3x_buf_free(&url);
         if (!rc && h.status == 200 && h.resp.len && h.resp.len < 1024 && !memchr(h.resp.data, '\n', h.resp.len) &&
             !memchr(h.resp.data, '\r', h.resp.len)) {
-            token = s3x_buf_detach(&h.resp);
+            *token = s3x_buf_detach(&h.resp);
         }
         int status = rc ? 0 : (int)h.status;
         http_free(&h);
         if (rc == S3X_ENOMEM) return rc;
-        if (token) break;
-        if (!rc && (status == 403 || status == 404 || status == 405)) break; /* IMDSv1 only: go on without */
+        if (*token) return 1;
+        if (!rc && (status == 403 || status == 404 || status == 405)) return 1; /* IMDSv1 only: go on without */
         if (!rc && status < 500) {
-            note(x, "iam-role", "the metadata service at %s refused a token (HTTP %d)", shown, status);
+            note(x, who, "the metadata service at %s refused a token (HTTP %d)", shown, status);
             return 0;
         }
-        if (attempt == 1) {
-            note(x, "iam-role", "no answer from the metadata service at %s (%s; 2 attempts, 1 s timeouts)", shown,
-                 rc ? s3x_error_last()->message : "server error");
+        if (attempt == attempts - 1) {
+            note(x, who, "no answer from the metadata service at %s (%s; %d attempt%s, 1 s timeouts)", shown,
+                 rc ? s3x_error_last()->message : "server error", attempts, attempts > 1 ? "s" : "");
             return 0;
         }
     }
+    return 0;
+}
+
+/* 1 found, 0 not (with a note), <0 out of memory. Every other failure
+ * means "not on EC2" to botocore: a note, and the chain ends there. */
+static int imds(ctx *x, s3x_creds **out) {
+    if (imds_disabled()) {
+        note(x, "iam-role", "AWS_EC2_METADATA_DISABLED is true");
+        return 0;
+    }
+    char base[512];
+    const char *shown = imds_base(base, sizeof base);
+    char *token = NULL;
+    int rc = imds_token(x, base, shown, "iam-role", 2, &token);
+    if (rc <= 0) return rc;
+    http_call h;
     rc = imds_get(x, base, "/latest/meta-data/iam/security-credentials/", token, &h);
     char role[256] = "";
     if (!rc && h.status == 200 && h.resp.len) {
@@ -929,6 +951,182 @@ static int imds(ctx *x, s3x_creds **out) {
     s3x_json_free(j);
     return rc < 0 ? rc : 1;
 }
+
+/* ---- SSO (IAM Identity Center) ----------------------------------------------- */
+
+/* The SSO settings of a profile, as botocore's SSOProvider reads them: the
+ * profile's sso_account_id and sso_role_name, and sso_start_url and
+ * sso_region from its [sso-session NAME] (sso_session = NAME) or, legacy,
+ * from the profile itself. 1 when the profile uses SSO (settings filled), 0
+ * when it does not, or a negative code for an incomplete configuration. */
+typedef struct sso_cfg {
+    const char *account, *role, *start_url, *region, *session;
+} sso_cfg;
+
+static int sso_settings(const ctx *x, const char *profile, sso_cfg *c) {
+    memset(c, 0, sizeof *c);
+    c->account = cfg_get(x, profile, "sso_account_id");
+    c->role = cfg_get(x, profile, "sso_role_name");
+    if (!c->account && !c->role) return 0;
+    c->session = cfg_get(x, profile, "sso_session");
+    c->start_url = cfg_get(x, profile, "sso_start_url");
+    c->region = cfg_get(x, profile, "sso_region");
+    if (c->session) {
+        const char *sect = s3x_ini_named_section(x->cfg, "sso-session", c->session);
+        if (!sect)
+            return s3x_seterr(S3X_ECREDENTIALS, "profile '%s' names sso_session '%.64s', but the config file has no "
+                              "[sso-session %.64s] section", profile, c->session, c->session);
+        const char *keys[] = {"sso_start_url", "sso_region"};
+        const char **dst[] = {&c->start_url, &c->region};
+        for (int i = 0; i < 2; i++) {
+            const char *v = s3x_ini_get(x->cfg, sect, keys[i]);
+            if (v && *dst[i] && strcmp(v, *dst[i]))
+                return s3x_seterr(S3X_ECREDENTIALS, "profile '%s': %s differs between the profile and its "
+                                  "sso-session '%.64s' (botocore refuses that too)", profile, keys[i], c->session);
+            if (v) *dst[i] = v;
+        }
+    }
+    char missing[128] = "";
+    const char *names[] = {"sso_role_name", "sso_account_id", "sso_start_url", "sso_region"};
+    const char *vals[] = {c->role, c->account, c->start_url, c->region};
+    for (int i = 0; i < 4; i++)
+        if (!vals[i] || !*vals[i])
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", missing[0] ? ", " : "",
+                     names[i]);
+    if (missing[0])
+        return s3x_seterr(S3X_ECREDENTIALS, "profile '%s' is configured for SSO but is missing %s", profile, missing);
+    return 1;
+}
+
+/* botocore's SSO token cache file: ~/.aws/sso/cache/<sha1 hex of the
+ * session name, or of the start URL for a legacy profile>.json. */
+static char *sso_cache_path(const char *key) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (!EVP_Digest(key, strlen(key), md, &mdlen, EVP_sha1(), NULL) || mdlen != 20) return NULL;
+    char hex[41];
+    for (unsigned i = 0; i < 20; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    const char *home = s3x_env_nonempty("HOME");
+    if (!home) return NULL;
+    s3x_buf b = S3X_BUF_INIT;
+    if (s3x_buf_printf(&b, "%s/.aws/sso/cache/%s.json", home, hex)) {
+        s3x_buf_free(&b);
+        return NULL;
+    }
+    return s3x_buf_detach(&b);
+}
+
+/* The portal's GetRoleCredentials URL: AWS_ENDPOINT_URL_SSO, then
+ * AWS_ENDPOINT_URL (botocore's configured endpoints for the sso client), else
+ * https://portal.sso.REGION.amazonaws.com. */
+static int sso_url(const sso_cfg *c, s3x_buf *url) {
+    const char *ep = s3x_env_nonempty("AWS_ENDPOINT_URL_SSO");
+    if (!ep) ep = s3x_env_nonempty("AWS_ENDPOINT_URL");
+    int rc;
+    if (ep) {
+        size_t n = strlen(ep);
+        while (n && ep[n - 1] == '/') n--;
+        rc = s3x_buf_printf(url, "%.*s", (int)n, ep);
+    } else {
+        const char *suffix = !strncmp(c->region, "cn-", 3) ? "amazonaws.com.cn" : "amazonaws.com";
+        rc = s3x_buf_printf(url, "https://portal.sso.%s.%s", c->region, suffix);
+    }
+    if (!rc) rc = s3x_buf_puts(url, "/federation/credentials?account_id=");
+    if (!rc) rc = s3x_uri_encode(url, c->account, strlen(c->account), 1);
+    if (!rc) rc = s3x_buf_puts(url, "&role_name=");
+    if (!rc) rc = s3x_uri_encode(url, c->role, strlen(c->role), 1);
+    return rc;
+}
+
+static int sso(ctx *x, const char *profile, s3x_creds **out) {
+    sso_cfg c;
+    int rc = sso_settings(x, profile, &c);
+    if (rc <= 0) {
+        if (rc == 0) note(x, "sso", "profile '%s' has no sso_account_id / sso_role_name", profile);
+        return rc;
+    }
+    if (s3x_region_problem(c.region))
+        return s3x_seterr(S3X_ECREDENTIALS, "profile '%s': sso_region is not a region name", profile);
+    const char *who = c.session ? c.session : c.start_url;
+    char *path = sso_cache_path(who);
+    if (!path) return s3x_seterr(S3X_ECREDENTIALS, "profile '%s' uses SSO, but HOME is not set to find the token "
+                                 "cache", profile);
+    /* The token is found by a hash of the session name (or start URL):
+     * a missing file means no `aws sso login` was run for it. */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        rc = s3x_seterr(S3X_ECREDENTIALS, "profile '%s' uses SSO, but there is no cached SSO token for %s '%.80s' "
+                        "(%s); run `aws sso login --profile %s`", profile, c.session ? "sso-session" : "start URL",
+                        who, path, profile);
+        free(path);
+        return rc;
+    }
+    char *text = NULL;
+    rc = read_small_file(path, "SSO token cache file", S3X_JSON_MAX_BYTES, &text);
+    s3x_json *tok = NULL;
+    if (!rc) rc = s3x_json_parse(text, strlen(text), "the SSO token cache file", S3X_ECREDENTIALS, &tok);
+    s3x_free_secret(text);
+    const char *access = tok ? s3x_json_string(tok, "accessToken") : NULL;
+    const char *expires = tok ? s3x_json_string(tok, "expiresAt") : NULL;
+    double exp_at = 0;
+    if (!rc && (!access || !*access || !expires))
+        rc = s3x_seterr(S3X_ECREDENTIALS, "the SSO token cache file %s has no accessToken and expiresAt; run `aws "
+                        "sso login --profile %s`", path, profile);
+    else if (!rc && s3x_parse_iso8601(expires, &exp_at))
+        rc = s3x_seterr(S3X_ECREDENTIALS, "the SSO token cache file %s: expiresAt \"%.40s\" is not an ISO 8601 "
+                        "time", path, expires);
+    else if (!rc && exp_at <= s3x_wall_now())
+        rc = s3x_seterr(S3X_ECREDENTIALS, "the SSO token for profile '%s' expired at %.40s; run `aws sso login "
+                        "--profile %s`", profile, expires, profile);
+    free(path);
+    http_call h;
+    memset(&h, 0, sizeof h);
+    s3x_buf url = S3X_BUF_INIT;
+    if (!rc && sso_url(&c, &url)) rc = s3x_seterr(S3X_ENOMEM, "out of memory");
+    if (!rc) {
+        h.method = "GET";
+        h.url = url.data;
+        h.connect_ms = 5000;
+        h.total_ms = 30000;
+        rc = add_header(&h, "x-amz-sso_bearer_token", access);
+    }
+    s3x_json_free(tok);
+    char what[200];
+    snprintf(what, sizeof what, "SSO GetRoleCredentials for profile '%s'", profile);
+    if (!rc) rc = http_run(x, &h, what);
+    if (!rc && (h.status == 401 || h.status == 403))
+        rc = s3x_seterr(S3X_ECREDENTIALS, "%s: the portal refused the cached SSO token (HTTP %ld: expired or "
+                        "revoked); run `aws sso login --profile %s`", what, h.status, profile);
+    else if (!rc && h.status != 200)
+        rc = s3x_seterr(S3X_ECREDENTIALS, "%s failed: HTTP %ld", what, h.status);
+    s3x_json *j = NULL;
+    if (!rc)
+        rc = s3x_json_parse_nested(h.resp.data ? h.resp.data : "", h.resp.len, what, S3X_ECREDENTIALS,
+                                   "roleCredentials", &j);
+    http_free(&h);
+    s3x_buf_free(&url);
+    if (!rc) {
+        const char *ak = s3x_json_string(j, "accessKeyId"), *sk = s3x_json_string(j, "secretAccessKey");
+        const char *st_ = s3x_json_string(j, "sessionToken");
+        s3x_json_kind k = 0;
+        const char *ms = s3x_json_get(j, "expiration", &k);
+        char *end = NULL;
+        double e = ms && k == S3X_JSON_NUMBER ? strtod(ms, &end) : 0;
+        if (!ak || !*ak || !sk || !*sk || !st_ || !*st_)
+            rc = s3x_seterr(S3X_ECREDENTIALS, "%s: the answer has no accessKeyId, secretAccessKey and sessionToken",
+                            what);
+        else if (!end || *end || e <= 0)
+            rc = s3x_seterr(S3X_ECREDENTIALS, "%s: the answer's expiration is not a time in milliseconds", what);
+        else if (e / 1000.0 <= s3x_wall_now())
+            rc = s3x_seterr(S3X_ECREDENTIALS, "%s gave credentials that expired already", what);
+        else
+            rc = make(out, ak, sk, st_, e / 1000.0);
+    }
+    s3x_json_free(j);
+    return rc < 0 ? rc : 1;
+}
+
+static int try_sso(ctx *x, s3x_creds **out) { return sso(x, profile_name(x), out); }
 
 /* ---- shared files ---------------------------------------------------------- */
 
@@ -983,6 +1181,7 @@ static int source_profile_creds(ctx *x, const char *src, const char **visited, s
         snprintf(who, sizeof who, "profile '%s'", src);
         return web_identity(x, wit, arn, cfg_get(x, src, "role_session_name"), who, out);
     }
+    if (cfg_get(x, src, "sso_account_id") || cfg_get(x, src, "sso_role_name")) return sso(x, src, out);
     const char *proc = cfg_get(x, src, "credential_process");
     if (proc) return credential_process(x, src, proc, out);
     if (!profile_exists(x, src))
@@ -1119,6 +1318,7 @@ static int fetch_kind(ctx *x, kind k, s3x_creds **out) {
     case K_CONFIG_FILE: return try_config_file(x, out);
     case K_CONTAINER: return try_container(x, out);
     case K_IMDS: return imds(x, out);
+    case K_SSO: return try_sso(x, out);
     default: return 0;
     }
 }
@@ -1150,7 +1350,7 @@ static int run(s3x_cred_source *s, kind only, s3x_creds **out) {
             rc = s3x_seterr(S3X_ECREDENTIALS, "refreshing credentials from %s: %s", kind_names[only],
                             x.tried.data ? x.tried.data : "nothing found");
     } else if (!rc) {
-        static const kind order[] = {K_ENV, K_ASSUME_ROLE, K_WEB_IDENTITY, K_SHARED_FILE, K_PROCESS,
+        static const kind order[] = {K_ENV, K_ASSUME_ROLE, K_WEB_IDENTITY, K_SSO, K_SHARED_FILE, K_PROCESS,
                                      K_CONFIG_FILE, K_CONTAINER, K_IMDS};
         const char *profile = profile_name(&x);
         int named = s->profile || s3x_env_nonempty("AWS_PROFILE");
@@ -1222,4 +1422,35 @@ int s3x_cred_chain_resolve(const s3x_cred_settings *st, s3x_cred_source **src, s
 int s3x_cred_source_fetch(s3x_cred_source *s, s3x_creds **out) {
     *out = NULL;
     return run(s, s->k, out);
+}
+
+int s3x_imds_region(int verify_tls, const char *ca_bundle, char *out, size_t cap) {
+    out[0] = '\0';
+    if (imds_disabled()) return 0;
+    s3x_cred_source src = {.verify_tls = verify_tls, .ca_bundle = (char *)ca_bundle};
+    ctx x;
+    memset(&x, 0, sizeof x);
+    x.s = &src;
+    char base[512];
+    const char *shown = imds_base(base, sizeof base);
+    char *token = NULL;
+    /* One attempt: off EC2 the region lookup must not hold up every client
+     * that has no region configured for long. */
+    int rc = imds_token(&x, base, shown, "region", 1, &token);
+    s3x_buf_free(&x.tried);
+    if (rc <= 0) return rc;
+    http_call h;
+    rc = imds_get(&x, base, "/latest/meta-data/placement/region", token, &h);
+    s3x_free_secret(token);
+    int found = 0;
+    if (!rc && h.status == 200 && h.resp.len && h.resp.len < cap) {
+        memcpy(out, h.resp.data, h.resp.len);
+        out[h.resp.len] = '\0';
+        out[strcspn(out, "\r\n")] = '\0';
+        found = out[0] != '\0';
+    }
+    http_free(&h);
+    s3x_buf_free(&x.tried);
+    if (rc == S3X_ENOMEM) return rc;
+    return found;
 }

@@ -40,8 +40,9 @@ typedef struct s3x_cred_source s3x_cred_source;
 /* Runs the chain: explicit settings; the environment (skipped when a profile
  * is explicit); the profile's role (role_arn with source_profile or
  * credential_source, through STS AssumeRole); web identity (environment or
- * profile, through STS AssumeRoleWithWebIdentity); the shared credentials
- * file; the profile's credential_process; the shared config file's keys;
+ * profile, through STS AssumeRoleWithWebIdentity); SSO (the profile's
+ * sso_session or legacy SSO settings: the cached token, then the portal's
+ * GetRoleCredentials); the shared credentials file; the profile's credential_process; the shared config file's keys;
  * the container endpoint; instance metadata (IMDSv2). The first provider
  * that is configured decides: its failure is the chain's error (botocore
  * does the same), except instance metadata, which is only tried. When none
@@ -54,7 +55,7 @@ int s3x_cred_source_fetch(s3x_cred_source *src, s3x_creds **out);
 
 /* botocore's name for the provider: "explicit", "env", "assume-role",
  * "assume-role-with-web-identity", "shared-credentials-file",
- * "custom-process", "config-file", "container-role", "iam-role". */
+ * "custom-process", "config-file", "container-role", "iam-role", "sso". */
 const char *s3x_cred_source_name(const s3x_cred_source *src);
 void s3x_cred_source_free(s3x_cred_source *src);
 
@@ -81,5 +82,13 @@ void s3x_argv_free(char **argv);
 const char *s3x_env_nonempty(const char *name);
 /* The path in variable env, else $HOME/rel; NULL without either (malloc'd). */
 char *s3x_home_path(const char *env, const char *rel);
+
+/* The region instance metadata reports (IMDSv2 token, then
+ * /latest/meta-data/placement/region; AWS_EC2_METADATA_DISABLED and
+ * AWS_EC2_METADATA_SERVICE_ENDPOINT as for credentials; one attempt with 1 s
+ * timeouts). 1 with out set (not validated: the caller checks it), 0 when
+ * there is none (disabled, unreachable, an error), <0 out of memory. */
+#include <stddef.h>
+int s3x_imds_region(int verify_tls, const char *ca_bundle, char *out, size_t cap);
 
 #endif

@@ -264,8 +264,8 @@ static void amz_now(char out[17]) { s3x_amz_date((int64_t)time(NULL), out); }
 /* The request's host and encoded path, and r->url from them. The host is
  * built only from a validated bucket and the validated endpoint authority:
  * no name can redirect a signed request. */
-static int build_url(s3x_client *c, s3x_http_req *r, s3x_buf *path, s3x_buf *host) {
-    int path_style = c->path_style;
+int s3x_http_build_url(s3x_client *c, s3x_http_req *r, s3x_buf *path, s3x_buf *host) {
+    int path_style = 0;
     int rc;
     if (r->bucket && (rc = s3x_client_bucket_addressing(c, r->bucket, &path_style))) return rc;
     if (r->bucket && path_style) {
@@ -273,7 +273,7 @@ static int build_url(s3x_client *c, s3x_http_req *r, s3x_buf *path, s3x_buf *hos
         if (!rc && r->key) rc = s3x_buf_puts(path, "/");
         if (!rc) rc = s3x_buf_puts(host, c->hostport);
     } else if (r->bucket) {
-        rc = s3x_buf_printf(host, "%s.%s", r->bucket, c->hostport);
+        rc = s3x_buf_printf(host, "%s.%s", r->bucket, c->vhost ? c->vhost : c->hostport);
         if (!rc) rc = s3x_buf_puts(path, "/");
     } else {
         rc = s3x_buf_puts(path, "/");
@@ -453,7 +453,7 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
     char hash[65];
     const char *payload_hash = NULL;
     int64_t decoded = 0;
-    rc = build_url(c, r, &path, &host);
+    rc = s3x_http_build_url(c, r, &path, &host);
     if (!rc) rc = choose_payload_hash(c, r, hash, &decoded, &payload_hash);
     if (!rc) rc = sign_headers(c, r, host.data, path.data, payload_hash, decoded);
     if (!rc) rc = take_easy(c, r);

@@ -493,6 +493,32 @@ static int shell_split2(const char *s, char *w[2]) {
     return nwords > 2 ? 3 : nwords;
 }
 
+/* 1 if section name is "prefix NAME" split shell-like into exactly two
+ * words with NAME == want. */
+static int named_is(const char *name, const char *prefix, const char *want) {
+    size_t pl = strlen(prefix);
+    if (strncmp(name, prefix, pl) != 0) return 0;
+    size_t n = strlen(name);
+    char *w0 = malloc(n + 1), *w1 = malloc(n + 1);
+    char *w[2] = {w0, w1};
+    int nw = w0 && w1 ? shell_split2(name, w) : -1;
+    /* botocore matches the first word only by the prefix (startswith): a
+     * "[profilex NAME]" counts as a profile too. */
+    int ok = nw == 2 && strcmp(w1, want) == 0;
+    free(w0);
+    free(w1);
+    return ok;
+}
+
+const char *s3x_ini_named_section(const s3x_ini *ini, const char *prefix, const char *name) {
+    if (!ini || !prefix || !name) return NULL;
+    const char *found = NULL;
+    for (size_t i = 0; i < ini->nsections; i++)
+        if (!ini->sections[i].is_default && named_is(ini->sections[i].name, prefix, name))
+            found = ini->sections[i].name;
+    return found;
+}
+
 const char *s3x_ini_profile_section(const s3x_ini *ini, const char *profile) {
     if (!ini || !profile) return NULL;
     const char *found = NULL;
@@ -500,18 +526,44 @@ const char *s3x_ini_profile_section(const s3x_ini *ini, const char *profile) {
         const char *name = ini->sections[i].name;
         if (ini->sections[i].is_default) continue;
         if (strncmp(name, "profile", 7) == 0) {
-            size_t n = strlen(name);
-            char *w0 = malloc(n + 1), *w1 = malloc(n + 1);
-            char *w[2] = {w0, w1};
-            int nw = w0 && w1 ? shell_split2(name, w) : -1;
-            if (nw == 2 && strcmp(w1, profile) == 0) found = name;
-            free(w0);
-            free(w1);
+            if (named_is(name, "profile", profile)) found = name;
         } else if (strcmp(name, "default") == 0 && strcmp(profile, "default") == 0) {
             found = name;
         }
     }
     return found;
+}
+
+int s3x_ini_nested(const char *value, const char *sub, char **out, size_t *bad_line) {
+    *out = NULL;
+    if (bad_line) *bad_line = 0;
+    if (!value || value[0] != '\n' || !sub) return 0;
+    size_t lineno = 0;
+    const char *p = value;
+    while (*p) {
+        const char *e = p + strcspn(p, "\n");
+        lineno++;
+        size_t a, b, unused;
+        strip(p, (size_t)(e - p), &a, &b, &unused);
+        if (b > a) {
+            const char *eq = memchr(p + a, '=', b - a);
+            if (!eq) {
+                if (bad_line) *bad_line = lineno;
+                return -1;
+            }
+            size_t na, nb, va, vb;
+            strip(p + a, (size_t)(eq - p - a), &na, &nb, &unused);
+            strip(eq + 1, (size_t)(p + b - eq - 1), &va, &vb, &unused);
+            if (nb - na == strlen(sub) && memcmp(p + a + na, sub, nb - na) == 0) {
+                /* a later line with the same name wins, as in a dict */
+                free(*out);
+                *out = s3x_strndup(eq + 1 + va, vb - va);
+                if (!*out) return -2;
+            }
+        }
+        p = *e ? e + 1 : e;
+    }
+    return 0;
 }
 
 size_t s3x_ini_count(const s3x_ini *ini) { return ini ? ini->nentries : 0; }

@@ -65,6 +65,23 @@ int s3x_ini_has_section(const s3x_ini *ini, const char *section);
  * sections name the same profile the last in the file wins. NULL if none. */
 const char *s3x_ini_profile_section(const s3x_ini *ini, const char *profile);
 
+/* A section named "PREFIX NAME" (prefix "profile", "sso-session",
+ * "services"), found as s3x_ini_profile_section finds profiles: the section
+ * name starts with prefix and splits (shell-like) into exactly two words,
+ * the second being name; the last such section wins. NULL if none. */
+const char *s3x_ini_named_section(const s3x_ini *ini, const char *prefix, const char *name);
+
+/* A nested setting, as botocore reads one: a value that starts with a
+ * newline ("s3 =" followed by indented "name = value" lines) holds
+ * sub-settings; each non-blank line splits at its first '=', both sides
+ * trimmed, names compared exactly (botocore does not lowercase them).
+ * Returns 0 with *out a malloc'd copy of the sub-setting's value (free()),
+ * or NULL when the value is not nested or has no such sub-setting (a name
+ * given twice: the last wins, as in botocore's dict); -1 when a line has no
+ * '=' (botocore refuses the file: ConfigParseError), with *bad_line its
+ * 1-based line within the value; -2 when out of memory. */
+int s3x_ini_nested(const char *value, const char *sub, char **out, size_t *bad_line);
+
 /* Settings in file order (for tests and the fuzzer): 0 and the i-th
  * setting's section ("DEFAULT" for [DEFAULT]), name (lowercased) and value,
  * or -1 when i is past the end. */

@@ -27,6 +27,8 @@ typedef struct parser {
     const char *what;
     int error_code;
     int rc;
+    const char *want;          /* a top-level member whose object value's span is recorded */
+    size_t want_start, want_end;
 } parser;
 
 static int fail(parser *p, const char *why) {
@@ -202,6 +204,8 @@ static int parse_container(parser *p, int depth, s3x_json *top) {
             skip_ws(p);
         }
         s3x_json_kind k = 0;
+        skip_ws(p);
+        size_t vstart = p->pos;
         if (parse_value(p, depth, NULL, &k, top ? &val : NULL)) {
             s3x_buf_free(&key);
             if (val.data) s3x_wipe(val.data, val.len);
@@ -236,6 +240,10 @@ static int parse_container(parser *p, int depth, s3x_json *top) {
                 s3x_free_secret(vd);
                 if (dup) return fail(p, "a member name given twice");
                 return oom(p);
+            }
+            if (p->want && k == S3X_JSON_OBJECT && !strcmp(kd, p->want)) {
+                p->want_start = vstart;
+                p->want_end = p->pos;
             }
             top->m[top->n++] = (member){kd, vd, vlen, k};
         }
@@ -273,12 +281,35 @@ static int parse_value(parser *p, int depth, s3x_json *top, s3x_json_kind *kind,
     return rc;
 }
 
+static int parse_doc(parser *pp, s3x_json **out);
+
 int s3x_json_parse(const char *data, size_t len, const char *what, int error_code, s3x_json **out) {
+    parser p = {data ? data : "", data ? len : 0, 0, what, error_code, 0, NULL, 0, 0};
+    return parse_doc(&p, out);
+}
+
+int s3x_json_parse_nested(const char *data, size_t len, const char *what, int error_code, const char *member_name,
+                          s3x_json **out) {
     *out = NULL;
+    parser p = {data ? data : "", data ? len : 0, 0, what, error_code, 0, member_name, 0, 0};
+    s3x_json *top = NULL;
+    int rc = parse_doc(&p, &top);
+    s3x_json_free(top);
+    if (rc) return rc;
+    if (p.want_end <= p.want_start)
+        return s3x_seterr(error_code, "%s has no object member \"%s\"", what, member_name);
+    return s3x_json_parse(p.s + p.want_start, p.want_end - p.want_start, what, error_code, out);
+}
+
+static int parse_doc(parser *pp, s3x_json **out) {
+    *out = NULL;
+    const char *what = pp->what;
+    size_t len = pp->len;
+    int error_code = pp->error_code;
     if (len > S3X_JSON_MAX_BYTES)
         return s3x_seterr(error_code, "%s is too large (%zu bytes, the limit is %u)", what, len,
                           (unsigned)S3X_JSON_MAX_BYTES);
-    parser p = {data ? data : "", data ? len : 0, 0, what, error_code, 0};
+    parser p = *pp;
     skip_ws(&p);
     if (p.pos >= p.len) return s3x_seterr(error_code, "%s is empty (expected a JSON object)", what);
     if (p.s[p.pos] != '{') return fail(&p, "expected a JSON object");
@@ -288,6 +319,7 @@ int s3x_json_parse(const char *data, size_t len, const char *what, int error_cod
         skip_ws(&p);
         if (p.pos != p.len) fail(&p, "text after the object");
     }
+    *pp = p;
     if (p.rc) {
         s3x_json_free(j);
         return p.rc;

@@ -35,6 +35,14 @@ typedef struct s3x_json s3x_json;
  * or S3X_ENOMEM. */
 int s3x_json_parse(const char *data, size_t len, const char *what, int error_code, s3x_json **out);
 
+/* Parses data as s3x_json_parse does (the whole document is checked), then
+ * returns in *out the members of the object that is the value of the
+ * top-level member member_name (an SSO portal answer nests the credentials
+ * in "roleCredentials"). A document without such an object member gives
+ * error_code. */
+int s3x_json_parse_nested(const char *data, size_t len, const char *what, int error_code, const char *member_name,
+                          s3x_json **out);
+
 /* The top-level member key: its kind in *kind (may be NULL) and its value:
  * the decoded text of a string, the literal text of a number, true, false or
  * null, or NULL for an object or array. NULL with *kind 0 when absent. */

@@ -1,11 +1,19 @@
 #include "retry.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- first-byte timeout ------------------------------------------------------- */
 
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
+    /* The old estimator stays reachable for side-by-side benchmarks only. */
+    const char *e = getenv("S3X_FBT_ESTIMATOR");
+    s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
+}
+
+void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator) {
     memset(f, 0, sizeof *f);
+    f->estimator = estimator == S3X_FBT_P90 ? S3X_FBT_P90 : S3X_FBT_ROBUST;
     if (knob == 0) return;
     if (knob > 0) {
         f->mode = 1;
@@ -63,8 +71,8 @@ static void set_timeout(s3x_fbt *f, double ms) {
     }
 }
 
-void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
-    if (f->mode != 2 || f->stopped) return;
+static void p90_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
+    if (f->stopped) return;
     f->n_ok++;
     if (f->n_ok <= f->warmup_n) {
         /* Warm-up: no timeout yet; learn from whole-request durations. */
@@ -89,8 +97,8 @@ void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
     set_timeout(f, 0.99 * f->timeout_exact_ms + 0.01 * expected);
 }
 
-void s3x_fbt_on_timeout(s3x_fbt *f, int64_t used_ms) {
-    if (f->mode != 2 || f->stopped || f->n_ok < 10) return;
+static void p90_on_timeout(s3x_fbt *f, int64_t used_ms) {
+    if (f->stopped || f->n_ok < 10) return;
     f->rate_done++;
     f->rate_fail++;
     int64_t pct1 = (f->rate_done + 99) / 100, pmille = (f->rate_done + 999) / 1000;
@@ -102,4 +110,130 @@ void s3x_fbt_on_timeout(s3x_fbt *f, int64_t used_ms) {
         /* More than 0.1%: a smaller one. The guard ignores stale timeouts. */
         if (used_ms + 100 > f->timeout_ms) set_timeout(f, f->timeout_exact_ms + 100);
     }
+}
+
+/* ---- ROBUST: median and spread of recent first-byte times ------------------------
+ *
+ * Why not a high percentile: once a tenth of attempts are slow, the 90th
+ * percentile sits inside the slow tail and the timeout learns the delay it
+ * should cut. The median and the median absolute deviation (MAD) ignore up
+ * to half the samples whatever their values, so a tail of 1-20% moves them
+ * little, and the timeout lands a few spreads above the healthy mass.
+ *
+ * A cut attempt enters the window at the timeout that cut it: it says "at
+ * least this long", and censoring it there keeps the estimate honest when the
+ * whole server slows down (more than half the window at the timeout pushes
+ * the median, and so the timeout, up). That alone needs half a window of
+ * cuts; the cut rate reacts sooner: when most recent attempts are cut, they
+ * are not a tail, so the timeout doubles at once (the lift), and gives way
+ * again as answers come back. A budget bounds the cuts to a share of the
+ * answers, so a server that answers every attempt late is sent at most 8
+ * plus half again as many requests as with no timeout. */
+
+static void window_add(s3x_fbt *f, double v) {
+    double *s = f->sorted;
+    if (f->win_n == S3X_FBT_WINDOW) {
+        /* Full: the oldest value (at win_pos) leaves the sorted copy. */
+        double old = f->ring[f->win_pos];
+        int lo = 0, hi = f->win_n - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (s[mid] < old) lo = mid + 1;
+            else hi = mid;
+        }
+        memmove(s + lo, s + lo + 1, (size_t)(f->win_n - lo - 1) * sizeof *s);
+        f->win_n--;
+    }
+    f->ring[f->win_pos] = v;
+    f->win_pos = (f->win_pos + 1) % S3X_FBT_WINDOW;
+    int lo = 0, hi = f->win_n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s[mid] <= v) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(s + lo + 1, s + lo, (size_t)(f->win_n - lo) * sizeof *s);
+    s[lo] = v;
+    f->win_n++;
+}
+
+/* The k-th smallest (0-based) of |s[i] - m| over the sorted window, by
+ * walking outward from the median: the deviations on each side are already
+ * in order. */
+static double kth_deviation(const double *s, int n, double m, int k) {
+    int r = 0;
+    while (r < n && s[r] < m) r++;
+    int l = r - 1;
+    double d = 0;
+    for (int i = 0; i <= k; i++) {
+        double dl = l >= 0 ? m - s[l] : INFINITY, dr = r < n ? s[r] - m : INFINITY;
+        if (dl <= dr) {
+            d = dl;
+            l--;
+        } else {
+            d = dr;
+            r++;
+        }
+    }
+    return d;
+}
+
+static void robust_update(s3x_fbt *f) {
+    int n = f->win_n;
+    const double *s = f->sorted;
+    if (n == 0) return;
+    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    double mad = n % 2 ? kth_deviation(s, n, m, n / 2)
+                       : (kth_deviation(s, n, m, n / 2 - 1) + kth_deviation(s, n, m, n / 2)) / 2;
+    f->median_ms = m;
+    f->spread_ms = 1.4826 * mad; /* the standard deviation, were the healthy times normal */
+    f->timeout_ms = 0;
+    f->timeout_exact_ms = 0;
+    if (f->answered < S3X_FBT_MIN_SAMPLES) return; /* too few to tell healthy from slow */
+    /* Cut no more than the budget: past it, waiting is cheaper than re-sending. */
+    if ((double)f->cuts > S3X_FBT_BUDGET_BASE + S3X_FBT_BUDGET_SHARE * (double)f->answered) return;
+    double t = S3X_FBT_MIN_MS;
+    if (S3X_FBT_MEDIAN_MULT * m > t) t = S3X_FBT_MEDIAN_MULT * m;
+    if (m + S3X_FBT_SPREAD_MULT * f->spread_ms > t) t = m + S3X_FBT_SPREAD_MULT * f->spread_ms;
+    if (f->lift_ms > t) t = f->lift_ms;
+    /* A server this slow to answer at all: a re-send would wait as long. The
+     * timeout is suspended, not ended: answers keep coming and can bring it back. */
+    if (t > S3X_FBT_CEILING_MS) return;
+    f->timeout_exact_ms = t;
+    f->timeout_ms = (int64_t)llround(t);
+}
+
+static void robust_on_success(s3x_fbt *f, double ttfb_ms) {
+    f->answered++;
+    window_add(f, ttfb_ms);
+    f->cut_rate *= 1.0 - S3X_FBT_CUT_ALPHA;
+    f->lift_ms *= S3X_FBT_LIFT_DECAY;
+    robust_update(f);
+}
+
+static void robust_on_timeout(s3x_fbt *f, int64_t used_ms) {
+    if (used_ms <= 0) return;
+    f->cuts++;
+    window_add(f, (double)used_ms);
+    f->cut_rate = f->cut_rate * (1.0 - S3X_FBT_CUT_ALPHA) + S3X_FBT_CUT_ALPHA;
+    /* Most recent attempts cut by the timeout in force (not an older, lower
+     * one still being reported): the server slowed down, not a tail. */
+    if (f->cut_rate > S3X_FBT_CUT_RAISE && used_ms >= f->timeout_ms) {
+        f->lift_ms = 2.0 * (double)used_ms;
+        f->cut_rate = 0;
+        f->raises++;
+    }
+    robust_update(f);
+}
+
+void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
+    if (f->mode != 2) return;
+    if (f->estimator == S3X_FBT_P90) p90_on_success(f, request_ms, ttfb_ms);
+    else robust_on_success(f, ttfb_ms < 0 ? 0 : ttfb_ms);
+}
+
+void s3x_fbt_on_timeout(s3x_fbt *f, int64_t used_ms) {
+    if (f->mode != 2) return;
+    if (f->estimator == S3X_FBT_P90) p90_on_timeout(f, used_ms);
+    else robust_on_timeout(f, used_ms);
 }

@@ -7,16 +7,41 @@
 #include <stdint.h>
 #include "retrypolicy.h"
 
-/* First-byte timeout policy. */
+/* First-byte timeout policy.
+ *
+ * Two estimators for DYNAMIC (docs/reliability.md, "The slow-part timeout"):
+ * S3X_FBT_ROBUST (the default) separates the healthy first-byte times from
+ * their slow tail with the median and the median absolute deviation of a
+ * window of recent times; S3X_FBT_P90 is the AWS C runtime's (a 90th
+ * percentile of the warm-up, then a slow drift), kept so the benchmark can
+ * compare the two in one build (benchmarks/slow_part_grid.py sets
+ * S3X_FBT_ESTIMATOR=p90 in the environment; nothing else should). */
+enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
+
 #define S3X_FBT_CEILING_MS 5000   /* above this the optimisation turns itself off */
-#define S3X_FBT_OFFSET_MS 700     /* margin over the mean time to first byte */
-#define S3X_FBT_FLOOR_MS 1000     /* the learned timeout is never below this */
+#define S3X_FBT_OFFSET_MS 700     /* P90: margin over the mean time to first byte */
+#define S3X_FBT_FLOOR_MS 1000     /* P90: the learned timeout is never below this */
 #define S3X_FBT_MAX_TOPK 128
+
+/* ROBUST: the window of recent first-byte times and the rule over it. */
+#define S3X_FBT_WINDOW 32         /* recent first-byte times kept (a cut counts as its timeout) */
+#define S3X_FBT_MIN_SAMPLES 6     /* answers needed before any timeout */
+#define S3X_FBT_MIN_MS 150.0      /* the timeout is never below this */
+#define S3X_FBT_MEDIAN_MULT 3.0   /* ... nor below this many medians */
+#define S3X_FBT_SPREAD_MULT 5.0   /* ... nor below median + this many robust standard deviations */
+#define S3X_FBT_CUT_ALPHA 0.25    /* weight of the latest attempt in the cut rate */
+#define S3X_FBT_CUT_RAISE 0.75    /* a cut rate above this: the server slowed down, double the timeout */
+#define S3X_FBT_LIFT_DECAY 0.95   /* the raised timeout gives way by this factor per answer */
+#define S3X_FBT_BUDGET_BASE 8     /* cuts allowed at any time ... */
+#define S3X_FBT_BUDGET_SHARE 0.5  /* ... plus this share of the answered attempts */
+
 typedef struct s3x_fbt {
     int mode;                 /* 0 off, 1 fixed, 2 dynamic */
+    int estimator;            /* S3X_FBT_ROBUST or S3X_FBT_P90 */
     int stopped;
     int64_t timeout_ms;       /* in force now, whole milliseconds; 0 = none */
     double timeout_exact_ms;  /* the same unrounded, so small steps of the average add up */
+    /* P90 */
     int warmup_n;             /* N = max(concurrency, 10) */
     int n_ok;
     double warmup_sum_ms;
@@ -25,12 +50,24 @@ typedef struct s3x_fbt {
     int64_t rate_done, rate_fail;
     double ttfb_sum_ms;
     int64_t ttfb_n;
+    /* ROBUST */
+    double ring[S3X_FBT_WINDOW];   /* the window in arrival order */
+    double sorted[S3X_FBT_WINDOW]; /* the same values, ascending */
+    int win_n, win_pos;
+    double median_ms, spread_ms;   /* of the window; spread = 1.4826 x MAD */
+    double lift_ms;                /* raised after a burst of cuts, decays with answers */
+    double cut_rate;               /* moving share of attempts that were cut */
+    int64_t answered, cuts;        /* attempts answered in time / cut, this run */
+    int64_t raises;                /* times the timeout was doubled for a slowdown */
 } s3x_fbt;
 
-/* knob: S3X_SLOW_PART_OFF, S3X_SLOW_PART_DYNAMIC or a fixed timeout in ms. */
+/* knob: S3X_SLOW_PART_OFF, S3X_SLOW_PART_DYNAMIC or a fixed timeout in ms.
+ * The estimator is ROBUST unless S3X_FBT_ESTIMATOR=p90 is in the environment. */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
+void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 static inline int64_t s3x_fbt_current(const s3x_fbt *f) { return f->stopped ? 0 : f->timeout_ms; }
-/* A request finished well: its whole duration and its time to first byte. */
+/* A request finished well: its whole duration and its time to first byte
+ * (for a request with a body, counted from when the body was sent). */
 void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms);
 /* A request was cut by the first-byte timeout that was in force for it. */
 void s3x_fbt_on_timeout(s3x_fbt *f, int64_t timeout_used_ms);

@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""The slow-part grid: does the learned (DYNAMIC) first-byte timeout do as well
+as the best hand-tuned one, whatever the tail looks like?
+
+Cells: tail fractions (share of part attempts whose first response byte is
+held) x delays (how long) x directions (upload parts, ranged GETs), plus a
+"server slows down for everyone" cell per direction (every first byte +300 ms
+from a quarter to three quarters of the transfer). Configurations: OFF, fixed
+timeouts, DYNAMIC with the P90 estimator of earlier releases (selected through
+the S3X_FBT_ESTIMATOR=p90 environment variable, which exists for this
+comparison only) and DYNAMIC with the robust estimator (the default).
+
+The faults come from tests/faultproxy in front of the server with "keyed"
+decisions, reseeded before every transfer: within a round every configuration
+meets the same held attempts on a download (the same ranges, the same attempt
+numbers); an upload's requests carry a new upload id each time, so its held
+attempts differ between configurations (same share, other parts). Rounds use
+other seeds. Configurations are interleaved (their order rotates each round);
+cells report medians of the rounds.
+
+    benchmarks/slow_part_grid.py [--size 100MiB] [--part-size 5MiB] [--concurrency 4] [--runs 3]
+                                 [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
+                                 [--directions upload,download] [--fixed 200,400,800,1600,3200]
+                                 [--no-slowdown] [--out PREFIX]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SLOWDOWN = "slowdown"          # the fraction column of the slow-down cell
+SLOWDOWN_DELAY = "+0.3"         # its delay column: every first byte 300 ms late
+SLOWDOWN_SPAN = (0.25, 0.75)    # ... from this share of the bytes done to this one
+
+
+def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True):
+    """(label, slow_part_timeout knob, estimator env value or None)."""
+    out = [("off", "off", None)] + [(f"{ms} ms", ms, None) for ms in fixed]
+    if legacy:
+        out.append(("dynamic (p90)", "dynamic", "p90"))
+    out.append(("dynamic", "dynamic", None))
+    return out
+
+
+def _transfer(s3xfer, client, direction, bucket, path, out, size, cfg, progress=None):
+    t = time.monotonic()
+    if direction == "upload":
+        r = client.upload_file(path, bucket, "grid-up", config=cfg, progress=progress)
+    else:
+        r = client.download_file(bucket, "grid-down", out, config=cfg, progress=progress)
+    secs = time.monotonic() - t
+    assert r.bytes == size, (direction, r.bytes, size)
+    return r, secs
+
+
+def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, cells, cfgs, runs,
+             max_attempts=10, log=None):
+    """Runs every cell (direction, fraction, delay) x configuration x round;
+    returns one record per transfer. fraction SLOWDOWN is the slow-down cell."""
+    recs = []
+    n_total = len(cells) * len(cfgs) * runs
+    t0 = time.monotonic()
+    for ci, (direction, fraction, delay) in enumerate(cells):
+        kind = "upload_part" if direction == "upload" else "ranged_get"
+        if fraction == SLOWDOWN:
+            slow_rules = [f"delay_first_byte:p=1,kind={kind},delay=0.3"]
+        else:
+            rules = [f"delay_first_byte:p={fraction},kind={kind},delay={delay}"]
+        for run in range(runs):
+            k = run % len(cfgs)
+            for label, knob, estimator in cfgs[k:] + cfgs[:k]:
+                seed = 7000 + 97 * run + ci
+                progress = None
+                if fraction == SLOWDOWN:
+                    proxy.set_rules([], seed=seed)
+                    state = {"done": 0, "phase": 0}
+
+                    def progress(delta, state=state, slow_rules=slow_rules):
+                        # The server slows down for everyone in the middle of
+                        # the transfer: the estimator has learned the healthy
+                        # times by then, and must also come back down after.
+                        state["done"] += delta
+                        share = state["done"] / size
+                        if state["phase"] == 0 and share >= SLOWDOWN_SPAN[0]:
+                            state["phase"] = 1
+                            proxy.set_rules(slow_rules)
+                        elif state["phase"] == 1 and share >= SLOWDOWN_SPAN[1]:
+                            state["phase"] = 2
+                            proxy.set_rules([])
+                else:
+                    proxy.set_rules(rules, seed=seed)
+                proxy.reset_stats()
+                if estimator:
+                    os.environ["S3X_FBT_ESTIMATOR"] = estimator
+                else:
+                    os.environ.pop("S3X_FBT_ESTIMATOR", None)
+                cfg = s3xfer.TransferConfig(part_size=part, concurrency=concurrency, slow_part_timeout=knob,
+                                            max_attempts=max_attempts)
+                rec = {"direction": direction, "fraction": fraction, "delay": delay, "config": label,
+                       "run": run, "ok": True}
+                try:
+                    r, secs = _transfer(s3xfer, client, direction, bucket, path, out, size, cfg, progress)
+                    rec.update(seconds=secs, retries=r.retries, resends=r.retries_first_byte,
+                               timeout_end_ms=r.slow_part_timeout_ms, requests=r.requests)
+                except s3xfer.S3xferError as e:  # a fixed timeout below every answer gives up
+                    rec.update(ok=False, seconds=math.inf, error=str(e).splitlines()[0][:200],
+                               retries=None, resends=None, timeout_end_ms=None, requests=None)
+                finally:
+                    os.environ.pop("S3X_FBT_ESTIMATOR", None)
+                rec["held"] = proxy.stats()["faults"].get("delay_first_byte", 0)
+                recs.append(rec)
+                if log:
+                    done = len(recs)
+                    eta = (time.monotonic() - t0) / done * (n_total - done)
+                    log(f"[{done}/{n_total} eta {eta:4.0f}s] {direction:8} {str(fraction):8} {delay:5} "
+                        f"{label:14} {rec['seconds']:6.2f}s retries={rec['retries']} resends={rec['resends']} "
+                        f"held={rec['held']} timeout_end={rec['timeout_end_ms']}")
+    proxy.set_rules([])
+    return recs
+
+
+def _median(v):
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else None
+
+
+def summarize(recs, cfg_labels):
+    """Per cell: per configuration the median seconds / retries / re-sends,
+    and the goals for each DYNAMIC (within 15% of the best fixed timeout,
+    not slower than OFF, at most 1.2x that fixed timeout's retries)."""
+    cells = []
+    for key in dict.fromkeys((r["direction"], r["fraction"], r["delay"]) for r in recs):
+        rows = {}
+        for label in cfg_labels:
+            rs = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key and r["config"] == label]
+            if not rs:
+                continue
+            rows[label] = {"seconds": _median([r["seconds"] for r in rs]),
+                           "min": min(r["seconds"] for r in rs), "max": max(r["seconds"] for r in rs),
+                           "retries": _median([r["retries"] for r in rs]),
+                           "resends": _median([r["resends"] for r in rs]),
+                           "held": _median([r["held"] for r in rs]),
+                           "timeout_end_ms": _median([r["timeout_end_ms"] for r in rs]),
+                           "failed": sum(not r["ok"] for r in rs), "runs": len(rs)}
+        fixed = {k: v for k, v in rows.items() if k.endswith(" ms")}
+        best = min(fixed, key=lambda k: (fixed[k]["seconds"], fixed[k]["retries"] or 0)) if fixed else None
+        goals = {}
+        for dyn in ("dynamic", "dynamic (p90)"):
+            if dyn not in rows or best is None:
+                continue
+            d, b, off = rows[dyn], rows[best], rows.get("off")
+            vs_best = d["seconds"] / b["seconds"]
+            vs_off = d["seconds"] / off["seconds"] if off else None
+            br, dr = b["retries"] or 0, d["retries"] or 0
+            retries_ok = dr <= 1.2 * br if br else dr <= 1
+            goals[dyn] = {"vs_best": vs_best, "vs_off": vs_off, "retries_ratio": (dr / br) if br else None,
+                          "within_15": vs_best <= 1.15, "not_worse_than_off": vs_off is None or vs_off <= 1.0,
+                          "retries_ok": retries_ok}
+        cells.append({"direction": key[0], "fraction": key[1], "delay": key[2], "rows": rows, "best_fixed": best,
+                      "goals": goals})
+    return cells
+
+
+def _fmt_frac(f):
+    return "slow-down" if f == SLOWDOWN else f"{float(f):.0%}"
+
+
+def grid_table(cells, dyn="dynamic"):
+    """One line per cell: the times of each configuration and the goals for dyn."""
+    labels = list(cells[0]["rows"]) if cells else []
+    head = ["direction", "tail", "delay s"] + [f"{lb} s" for lb in labels] + \
+        ["best fixed", f"{dyn} / best", f"{dyn} / off", "retries dyn:best", "goals"]
+    out = []
+    for c in cells:
+        g = c["goals"].get(dyn, {})
+        b = c["rows"].get(c["best_fixed"], {})
+        d = c["rows"].get(dyn, {})
+        met = [n for n, ok in (("15%", g.get("within_15")), ("off", g.get("not_worse_than_off")),
+                               ("1.2x", g.get("retries_ok"))) if ok is False]
+        out.append([c["direction"], _fmt_frac(c["fraction"]), c["delay"]] +
+                   [("fail" if r["failed"] == r["runs"] else f"{r['seconds']:.2f}") for r in c["rows"].values()] +
+                   [c["best_fixed"] or "", f"{g['vs_best']:.2f}" if g else "",
+                    f"{g['vs_off']:.2f}" if g.get("vs_off") else "",
+                    f"{d.get('retries')}:{b.get('retries')}", "met" if g and not met else "missed " + ",".join(met)])
+    return head, out
+
+
+def resend_table(cells):
+    """Per cell, the median re-sends (first-byte retries) of each configuration."""
+    labels = list(cells[0]["rows"]) if cells else []
+    head = ["direction", "tail", "delay s", "held (off)"] + labels + ["dynamic timeout at end ms"]
+    out = []
+    for c in cells:
+        rows = c["rows"]
+        out.append([c["direction"], _fmt_frac(c["fraction"]), c["delay"],
+                    str(rows.get("off", {}).get("held", ""))] +
+                   ["fail" if r["failed"] == r["runs"] else str(r["resends"]) for r in rows.values()] +
+                   [str(rows.get("dynamic", {}).get("timeout_end_ms", ""))])
+    return head, out
+
+
+def markdown(head, rows):
+    w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    line = lambda cols: "| " + " | ".join(str(c).rjust(w[i]) for i, c in enumerate(cols)) + " |"  # noqa: E731
+    return "\n".join([line(head), "| " + " | ".join("-" * x for x in w) + " |"] + [line(r) for r in rows])
+
+
+def build_cells(directions, fractions, delays, slowdown=True):
+    cells = [(d, f, dl) for d in directions for f in fractions for dl in delays]
+    if slowdown:
+        cells += [(d, SLOWDOWN, SLOWDOWN_DELAY) for d in directions]
+    return cells
+
+
+def main() -> int:
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    import benchlib
+    from faultproxy import FaultProxy
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="100MiB")
+    ap.add_argument("--part-size", default="5MiB")
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--fractions", default="0.01,0.05,0.1,0.2")
+    ap.add_argument("--delays", default="1-2,2-5,10")
+    ap.add_argument("--directions", default="upload,download")
+    ap.add_argument("--fixed", default="200,400,800,1600,3200")
+    ap.add_argument("--no-legacy", action="store_true", help="leave out DYNAMIC with the P90 estimator")
+    ap.add_argument("--no-slowdown", action="store_true")
+    ap.add_argument("--build")
+    ap.add_argument("--out", default=None, help="write PREFIX.md and PREFIX.json")
+    a = ap.parse_args()
+    size, part = benchlib.parse_size(a.size), benchlib.parse_size(a.part_size)
+    build = benchlib.build_dir(a.build)
+    sys.path.insert(0, os.path.join(build, "python"))
+    import s3xfer
+
+    env = benchlib.server_env()
+    os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
+    direct = s3xfer.Client()
+    bucket = "s3xfer-slow-part-grid"  # fixed: keyed fault decisions depend on the path
+    try:
+        direct.create_bucket(bucket)
+    except s3xfer.ClientError:
+        pass
+    path = os.path.join(benchlib.data_dir(), f"slowpart-{size}.bin")
+    if not os.path.exists(path) or os.path.getsize(path) != size:
+        with open(path, "wb") as f:
+            f.write(os.urandom(size))
+    direct.upload_file(path, bucket, "grid-down", config=s3xfer.TransferConfig(part_size=part))
+    out = os.path.join(benchlib.data_dir(), "slowpart-grid.out")
+
+    cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy)
+    cells = build_cells(a.directions.split(","), a.fractions.split(","), a.delays.split(","), not a.no_slowdown)
+    proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed")
+    proxy.start()
+    t0 = time.monotonic()
+    load0 = os.getloadavg()
+    try:
+        client = s3xfer.Client(endpoint_url=proxy.url)
+        recs = run_grid(s3xfer, client, proxy, bucket, path, out, size, part, a.concurrency, cells, cfgs, a.runs,
+                        log=benchlib.log)
+    finally:
+        proxy.stop()
+        if os.path.exists(out):
+            os.unlink(out)
+    took = time.monotonic() - t0
+    load1 = os.getloadavg()
+    summary = summarize(recs, [c[0] for c in cfgs])
+    hdr = (f"slow-part grid: {benchlib.human_size(size)} in {benchlib.human_size(part)} parts, concurrency "
+           f"{a.concurrency}, {a.runs} interleaved rounds, medians; {took / 60:.1f} min, load average "
+           f"{load0[0]:.1f} at the start, {load1[0]:.1f} at the end; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    text = [hdr, "", "Wall seconds (median) and the goals for DYNAMIC (robust):", ""]
+    text.append(markdown(*grid_table(summary, "dynamic")))
+    if not a.no_legacy:
+        text += ["", "The same goals for DYNAMIC (p90, the earlier estimator):", ""]
+        text.append(markdown(*grid_table(summary, "dynamic (p90)")))
+    text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
+    text.append(markdown(*resend_table(summary)))
+    print("\n".join(text))
+    if a.out:
+        benchlib.write_out(a.out, "\n".join(text), {"header": hdr, "records": recs, "cells": summary,
+                                                    "configs": [c[0] for c in cfgs], "size": size, "part": part,
+                                                    "concurrency": a.concurrency, "runs": a.runs,
+                                                    "load": [load0, load1]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
