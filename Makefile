@@ -66,7 +66,8 @@ pytest: build
 # engine under ASan/UBSan (a sanitizer report exits 86 and fails the test).
 pytest-asan-cli: build asan
 	@S3X_BUILD_DIR=$(ASAN_BUILD) ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
-	  scripts/with-local-s3 $(PY) -m pytest -q tests/python/test_cli.py tests/python/test_cli_hardening.py tests/python/test_cli_json.py
+	  scripts/with-local-s3 $(PY) -m pytest -q tests/python/test_cli.py tests/python/test_cli_hardening.py tests/python/test_cli_json.py \
+	  tests/python/test_cli_bulk.py
 
 # The Python API tests again in-process with an ASan/UBSan build of the module
 # (scripts/build-asan-module): the bindings' buffer handling under the sanitizers.
@@ -77,7 +78,7 @@ pytest-asan-py: build
 	  PYTHONPATH=$$S3X_ASAN_PYTHONPATH:$(ROOT)/tests scripts/with-local-s3 $(PY) -m pytest -q \
 	  tests/python/test_py_hardening.py tests/python/test_python_api.py tests/python/test_ops.py \
 	  tests/python/test_upload.py tests/python/test_download.py \
-	  tests/python/test_batch.py -k 'not peak_rss'
+	  tests/python/test_batch.py tests/python/test_bulk.py -k 'not peak_rss'
 
 test: ctest ctest-asan install-check pytest pytest-asan-cli pytest-asan-py
 

@@ -59,6 +59,8 @@ int cli_signals_start(void);
 /* Marks u (or d) as the running transfer: a signal now cancels it. Returns
  * 0, or the signal number when one already arrived (do not start then). */
 int cli_transfer_begin(s3x_upload *u, s3x_download *d);
+/* The same for a bulk run (cp -r, sync, rm -r): a signal cancels it. */
+int cli_bulk_begin(s3x_bulk *b);
 /* Ends the running transfer; returns the signal that arrived meanwhile, or 0. */
 int cli_transfer_end(void);
 /* Readable once a signal arrived during a transfer: blocking reads and writes
@@ -86,6 +88,19 @@ void cli_progress_init(cli_progress *p, s3x_client *client, FILE *json, int adap
 int cli_progress_cb(int64_t done, int64_t total, void *payload);
 /* Ends the bar's line (nothing for JSON). */
 void cli_progress_end(cli_progress *p);
+/* The pieces of the bar, for other progress displays (cli_bulk.c):
+ * cli_progress_due is the throttle (1 when a redraw is due now, always when
+ * force), cli_progress_draw draws "[###...]" for fraction (no bar when < 0)
+ * and text on the bar's line, cli_progress_clear blanks that line (before
+ * other output), cli_progress_throttle_text gives the throttling state
+ * ("  throttled: ...", or ""), cli_progress_seconds the time since init. */
+int cli_progress_due(cli_progress *p, int force);
+void cli_progress_draw(cli_progress *p, const char *text, double fraction);
+void cli_progress_clear(cli_progress *p);
+void cli_progress_throttle_text(cli_progress *p, char *buf, size_t cap);
+double cli_progress_seconds(const cli_progress *p);
+/* "12.3 MiB" */
+void cli_human(char *out, size_t n, double v);
 
 /* ---- JSON lines (cli_json.c) ----------------------------------------------
  * --json: one JSON object per line. Strings come from the server and the
@@ -101,6 +116,11 @@ void cli_json_string(FILE *f, const char *s);
 void cli_json_double(FILE *f, double v);
 /* Writes ",\"throttle\":{...}" for the client's state (nothing when it cannot be read). */
 void cli_json_throttle(FILE *f, s3x_client *client);
+/* Writes ",\"result\":{...}": every field of r, by its C name. */
+void cli_json_put_result(FILE *f, const s3x_result *r);
+/* Writes ",\"error\":{code,name,message,http_status,s3_code,request_id}" for e
+ * (the message with URL user-information hidden). */
+void cli_json_put_error(FILE *f, const s3x_error *e);
 
 /* How a command ended, for the final record. */
 typedef struct cli_outcome {
@@ -141,5 +161,24 @@ int cli_cmd_ls(s3x_client *c, int argc, char **argv);
  * knobs set); json, progress, adaptive and quiet as cp's other paths use them. */
 int cli_cp_copy(s3x_client *c, s3x_upload *u, const cli_s3url *src, const cli_s3url *dst, int json, int progress,
                 int adaptive, int quiet);
+
+/* cp -r, sync, rm -r (cli_bulk.c): the options main parsed for them. */
+typedef struct cli_bulk_opts {
+    int recursive;              /* -r, --recursive */
+    unsigned flags;             /* S3X_BULK_FOLLOW_SYMLINKS, _SYNC_DELETE, _DRYRUN, _EXACT */
+    int fail_fast;
+    size_t nfilters;            /* --include / --exclude in command-line order */
+    int *filter_include;
+    const char **filter_pattern;
+    const int64_t *knob_v;      /* the transfer knobs given: value and set, per s3x_param, */
+    const int *knob_set;        /* and the option and text that set it, for messages */
+    const char *const *knob_flag;
+    const char *const *knob_arg;
+    int progress;               /* -1 auto (a terminal), 0 off, 1 on */
+    int json, quiet;
+} cli_bulk_opts;
+
+/* cmd is "cp" (with -r), "sync" or "rm" (with -r). Returns the exit status. */
+int cli_cmd_bulk(s3x_client *c, const char *cmd, int argc, char **argv, const cli_bulk_opts *o);
 
 #endif

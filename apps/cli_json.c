@@ -85,7 +85,7 @@ static void field_dbl(FILE *f, const char *name, double v) {
 }
 
 /* Every field of s3x_result, by its C name. */
-static void put_result(FILE *f, const s3x_result *r) {
+void cli_json_put_result(FILE *f, const s3x_result *r) {
     fprintf(f, ",\"result\":{\"bytes\":%" PRId64, r->bytes);
     field_i64(f, "parts", r->parts);
     field_dbl(f, "seconds", r->seconds);
@@ -133,7 +133,7 @@ void cli_json_result(FILE *f, s3x_client *client, const char *command, const cha
     field_str(f, "outcome", o->signal ? "interrupted" : o->failed ? "failed" : "ok");
     fprintf(f, ",\"exit_code\":%d", o->exit_code);
     if (o->signal) field_str(f, "signal", cli_signal_name(o->signal));
-    if (r) put_result(f, r);
+    if (r) cli_json_put_result(f, r);
     cli_json_throttle(f, client);
     if (o->failed) {
         char *hidden = cli_hide_userinfo(o->message);
@@ -148,4 +148,17 @@ void cli_json_result(FILE *f, s3x_client *client, const char *command, const cha
     }
     fputs("}\n", f);
     fflush(f);
+}
+
+void cli_json_put_error(FILE *f, const s3x_error *e) {
+    const char *msg = e->message && *e->message ? e->message : s3x_strerror(e->code);
+    char *hidden = cli_hide_userinfo(msg);
+    fprintf(f, ",\"error\":{\"code\":%d", e->code);
+    field_str(f, "name", s3x_strerror(e->code));
+    field_str(f, "message", hidden ? hidden : msg);
+    fprintf(f, ",\"http_status\":%d", e->http_status);
+    field_str(f, "s3_code", e->s3_code);
+    field_str(f, "request_id", e->request_id);
+    fputc('}', f);
+    free(hidden);
 }

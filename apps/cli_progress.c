@@ -21,7 +21,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void human(char *out, size_t n, double v) {
+void cli_human(char *out, size_t n, double v) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
     while (v >= 1024 && i < 4) {
@@ -65,37 +65,33 @@ static void json_record(cli_progress *p, int64_t done, int64_t total, double t) 
     fflush(f);
 }
 
-/* The bar: "[####....]  45.0% 115.2 MiB / 256.0 MiB  120.0 MiB/s" and, while
- * the server throttles the client, "  throttled: 12 retries, 3.4 s, 0.5 req/s".
- * It never wraps (a wrapped line is not redrawn by \r): the bar gives up its
- * width first, then the line is cut at the terminal's edge. */
-static void draw(cli_progress *p, int64_t done, int64_t total, double t) {
-    char d[32], tot[32], rate[32], text[256], thr[128] = "";
-    human(d, sizeof d, (double)done);
-    human(tot, sizeof tot, (double)(total < 0 ? 0 : total));
-    human(rate, sizeof rate, t > p->t0 ? (double)done / (t - p->t0) : 0);
+/* The client's throttling state as "  throttled: 12 retries, 3.4 s, 0.5 req/s"
+ * (the rate only when the transfer is held to it), or "" when not throttled. */
+void cli_progress_throttle_text(cli_progress *p, char *thr, size_t cap) {
+    thr[0] = '\0';
     s3x_throttle_state st;
     if (p->client && s3x_client_throttle_state(p->client, &st, sizeof st) == 0 && st.active) {
-        int n = snprintf(thr, sizeof thr, "  throttled: %" PRId64 " retr%s, %.1f s", st.throttles,
+        int n = snprintf(thr, cap, "  throttled: %" PRId64 " retr%s, %.1f s", st.throttles,
                          st.throttles == 1 ? "y" : "ies", st.seconds);
-        if (p->adaptive && n > 0 && (size_t)n < sizeof thr)
-            snprintf(thr + n, sizeof thr - (size_t)n, ", %.1f req/s", st.rate);
+        if (p->adaptive && n > 0 && (size_t)n < cap) snprintf(thr + n, cap - (size_t)n, ", %.1f req/s", st.rate);
     }
-    if (total > 0)
-        snprintf(text, sizeof text, " %5.1f%% %s / %s  %s/s%s", 100.0 * (double)done / (double)total, d, tot, rate,
-                 thr);
-    else
-        snprintf(text, sizeof text, "%s  %s/s%s", d, rate, thr);
+}
+
+/* The line: "[####....]" for fraction (none when fraction < 0), then text.
+ * It never wraps (a wrapped line is not redrawn by \r): the bar gives up its
+ * width first, then the line is cut at the terminal's edge. */
+void cli_progress_draw(cli_progress *p, const char *text, double fraction) {
     /* One column is left free: a character in the last one makes some
      * terminals wrap at once. */
     int room = columns() - 1;
     if (room < 1) room = 1;
     char line[512];
     size_t n = 0;
-    int bar = total > 0 ? room - (int)strlen(text) - 2 : 0;
+    int bar = fraction >= 0 ? room - (int)strlen(text) - 2 : 0;
     if (bar > 30) bar = 30;
     if (bar >= 10) {
-        int fill = (int)((double)bar * (double)done / (double)total);
+        if (fraction > 1) fraction = 1;
+        int fill = (int)((double)bar * fraction);
         line[n++] = '[';
         for (int i = 0; i < bar; i++) line[n++] = i < fill ? '#' : '.';
         line[n++] = ']';
@@ -115,14 +111,45 @@ static void draw(cli_progress *p, int64_t done, int64_t total, double t) {
     p->drawn = 1;
 }
 
+void cli_progress_clear(cli_progress *p) {
+    if (p->json || !p->drawn || !p->last_len) return;
+    fprintf(stderr, "\r%*s\r", (int)p->last_len, "");
+    fflush(stderr);
+    p->last_len = 0;
+}
+
+int cli_progress_due(cli_progress *p, int force) {
+    double t = now_s();
+    if (p->drawn && !force && t - p->last_draw < CLI_PROGRESS_EVERY_S) return 0;
+    p->last_draw = t;
+    return 1;
+}
+
+double cli_progress_seconds(const cli_progress *p) { return now_s() - p->t0; }
+
+/* The bar: "[####....]  45.0% 115.2 MiB / 256.0 MiB  120.0 MiB/s" and, while
+ * the server throttles the client, the throttling state. */
+static void draw(cli_progress *p, int64_t done, int64_t total, double t) {
+    char d[32], tot[32], rate[32], text[256], thr[128];
+    cli_human(d, sizeof d, (double)done);
+    cli_human(tot, sizeof tot, (double)(total < 0 ? 0 : total));
+    cli_human(rate, sizeof rate, t > p->t0 ? (double)done / (t - p->t0) : 0);
+    cli_progress_throttle_text(p, thr, sizeof thr);
+    if (total > 0)
+        snprintf(text, sizeof text, " %5.1f%% %s / %s  %s/s%s", 100.0 * (double)done / (double)total, d, tot, rate,
+                 thr);
+    else
+        snprintf(text, sizeof text, "%s  %s/s%s", d, rate, thr);
+    cli_progress_draw(p, text, total > 0 ? (double)done / (double)total : -1);
+}
+
 int cli_progress_cb(int64_t done, int64_t total, void *payload) {
     cli_progress *p = payload;
     double t = now_s();
     /* The update that completes the bytes is never skipped; later heartbeats
      * (while the upload completes) keep the cadence. */
     int completes = done == total && p->last_done != total;
-    if (p->drawn && !completes && t - p->last_draw < CLI_PROGRESS_EVERY_S) return 0;
-    p->last_draw = t;
+    if (!cli_progress_due(p, completes)) return 0;
     p->last_done = done;
     if (p->json) {
         json_record(p, done, total, t);

@@ -26,6 +26,7 @@ static int g_wake[2] = {-1, -1};    /* signal thread -> the tool's blocking stre
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static s3x_upload *g_upload;     /* the transfer running now, under g_lock */
 static s3x_download *g_download;
+static s3x_bulk *g_bulk;
 static int g_signalled;          /* the first signal, under g_lock */
 
 const char *cli_signal_name(int sig) {
@@ -73,11 +74,12 @@ static void *signal_thread(void *arg) {
         if (r != 1) return NULL;
         int sig = b;
         pthread_mutex_lock(&g_lock);
-        int busy = g_upload || g_download;
+        int busy = g_upload || g_download || g_bulk;
         if (busy && !g_signalled) {
             g_signalled = sig;
             if (g_upload) s3x_upload_cancel(g_upload);
             if (g_download) s3x_download_cancel(g_download);
+            if (g_bulk) s3x_bulk_cancel(g_bulk);
             ssize_t w = write(g_wake[1], "x", 1);
             (void)w; /* the pipe is new and never read: it has room */
             pthread_mutex_unlock(&g_lock);
@@ -135,8 +137,17 @@ int cli_transfer_begin(s3x_upload *u, s3x_download *d) {
     return sig;
 }
 
+int cli_bulk_begin(s3x_bulk *b) {
+    pthread_mutex_lock(&g_lock);
+    int sig = g_signalled;
+    if (!sig) g_bulk = b;
+    pthread_mutex_unlock(&g_lock);
+    return sig;
+}
+
 int cli_transfer_end(void) {
     pthread_mutex_lock(&g_lock);
+    g_bulk = NULL;
     g_upload = NULL;
     g_download = NULL;
     int sig = g_signalled;

@@ -22,6 +22,9 @@ static void usage(FILE *f) {
             "commands:\n"
             "  cp SRC DST          copy a local file (or - for stdin/stdout) to or from s3://bucket/key,\n"
             "                      or s3://a/k to s3://b/k2 on the server (the bytes stay there)\n"
+            "  cp -r SRC DST       copy a directory to or from s3://bucket/prefix/, or a prefix to another\n"
+            "  sync SRC DST        make DST (a directory or s3://bucket/prefix/) hold what SRC holds\n"
+            "  rm -r s3://bucket/prefix/   remove every object under a prefix\n"
             "  ls s3://bucket[/prefix]   list objects\n"
             "  mb s3://bucket      make a bucket\n"
             "  rb s3://bucket      remove an empty bucket\n"
@@ -59,6 +62,7 @@ static void usage(FILE *f) {
             "                              server throttles, it shows the throttled retries, seconds and rate\n"
             "  --json                      JSON lines for scripts (cp, mb, rb, rm; see Output below)\n"
             "  -q, --quiet         print nothing on success\n"
+
             "  -h, --help          this help\n"
             "  --version           print the version\n"
             "\n"
@@ -73,7 +77,22 @@ static void usage(FILE *f) {
             "bidirectional overrides U+202A..U+202E, U+2066..U+2069) and of invalid UTF-8.\n"
             "\n",
             cli_prog);
-    /* Two strings: C99 compilers need only take 4095 characters in one. */
+    /* Several strings: C99 compilers need only take 4095 characters in one. */
+    fputs("many objects (cp -r, sync, rm -r; docs/bulk.md):\n"
+          "  -r, --recursive     cp and rm: every file under the directory, every object under the\n"
+          "                      prefix (s3://b/p means the keys under \"p/\")\n"
+          "  --include PAT / --exclude PAT   glob filters on the relative path, in the order given;\n"
+          "                      the last match wins ('*' matches '/' too, '?' one character)\n"
+          "  --follow-symlinks   upload: follow symbolic links (default: skipped, with a warning)\n"
+          "  --fail-fast         stop at the first object that fails\n"
+          "  --delete            sync: delete at the destination what the source lacks\n"
+          "  --dryrun            print what would be done, change nothing\n"
+          "  --exact             sync: compare content (ETag/MD5) instead of size and time\n"
+          "One line per object (\"upload: a/b to s3://b/p/a/b\"), failures on stderr with the\n"
+          "reason, then a summary line; --json: one {\"type\":\"object\"} record per object and a\n"
+          "{\"type\":\"summary\"} record. Exit status 1 when any object failed.\n"
+          "\n",
+          f);
     fputs("--json: one JSON object per line on stdout (on stderr for cp s3://b/k -, whose\n"
             "stdout carries the object), in place of the summary and the bar. With --progress,\n"
             "{\"type\":\"progress\"} records (bytes, total, seconds, bytes_per_second, throttle:\n"
@@ -585,7 +604,8 @@ int main(int argc, char **argv) {
     if (cli_signals_start()) return 1;
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
            O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC,
-           O_RTIMEOUT, O_RMODE, O_JSON, O_NOFSYNC };
+           O_RTIMEOUT, O_RMODE, O_JSON, O_NOFSYNC, O_INCLUDE, O_EXCLUDE, O_FOLLOW, O_FAILFAST, O_DELETE, O_DRYRUN,
+           O_EXACT };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -614,6 +634,14 @@ int main(int argc, char **argv) {
         {"unsigned-payload", no_argument, 0, O_UNSIGNED},
         {"json", no_argument, 0, O_JSON},
         {"no-fsync", no_argument, 0, O_NOFSYNC},
+        {"recursive", no_argument, 0, 'r'},
+        {"include", required_argument, 0, O_INCLUDE},
+        {"exclude", required_argument, 0, O_EXCLUDE},
+        {"follow-symlinks", no_argument, 0, O_FOLLOW},
+        {"fail-fast", no_argument, 0, O_FAILFAST},
+        {"delete", no_argument, 0, O_DELETE},
+        {"dryrun", no_argument, 0, O_DRYRUN},
+        {"exact", no_argument, 0, O_EXACT},
         {0, 0, 0, 0},
     };
     const char *endpoint = NULL, *region = NULL, *profile = NULL, *ca = NULL, *addr = NULL;
@@ -621,9 +649,16 @@ int main(int argc, char **argv) {
     knobs k;
     memset(&k, 0, sizeof k);
     k.progress = -1;
+    /* cp -r, sync, rm -r (cli_bulk.c); filters keep their order. Static: the
+     * early returns below (--help) leave the arrays reachable, not leaked. */
+    static cli_bulk_opts bo;
+    bo.filter_include = calloc((size_t)argc, sizeof *bo.filter_include);
+    bo.filter_pattern = calloc((size_t)argc, sizeof *bo.filter_pattern);
+    if (!bo.filter_include || !bo.filter_pattern) return cli_usage_error("out of memory");
+    int bulk_only = 0; /* an option that only cp -r, sync and rm -r take */
     int ch, bad = 0;
     /* Options may come before or after the command and its arguments. */
-    while ((ch = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "qhr", opts, NULL)) != -1) {
         switch (ch) {
         case O_ENDPOINT: endpoint = optarg; break;
         case O_REGION: region = optarg; break;
@@ -651,6 +686,18 @@ int main(int argc, char **argv) {
         case O_NOPROGRESS: k.progress = 0; break;
         case O_UNSIGNED: unsigned_payload = 1; break;
         case O_JSON: k.json = 1; break;
+        case 'r': bo.recursive = 1; break;
+        case O_INCLUDE:
+        case O_EXCLUDE:
+            bo.filter_include[bo.nfilters] = ch == O_INCLUDE;
+            bo.filter_pattern[bo.nfilters++] = optarg;
+            bulk_only = 1;
+            break;
+        case O_FOLLOW: bo.flags |= S3X_BULK_FOLLOW_SYMLINKS; bulk_only = 1; break;
+        case O_FAILFAST: bo.fail_fast = 1; bulk_only = 1; break;
+        case O_DELETE: bo.flags |= S3X_BULK_SYNC_DELETE; bulk_only = 1; break;
+        case O_DRYRUN: bo.flags |= S3X_BULK_DRYRUN; bulk_only = 1; break;
+        case O_EXACT: bo.flags |= S3X_BULK_EXACT; bulk_only = 1; break;
         case O_NOFSYNC:
             k.v[S3X_PARAM_DURABLE] = 0;
             k.set[S3X_PARAM_DURABLE] = 1;
@@ -692,7 +739,19 @@ int main(int argc, char **argv) {
     for (size_t i = 0; !rc && i < sizeof client_retry / sizeof client_retry[0]; i++)
         if (k.set[client_retry[i]] && s3x_client_set(c, client_retry[i], k.v[client_retry[i]]))
             rc = knob_refused(&k, client_retry[i]);
-    if (!rc) {
+    int bulk = !strcmp(cmd, "sync") || (bo.recursive && (!strcmp(cmd, "cp") || !strcmp(cmd, "rm")));
+    if (!rc && !bulk && (bo.recursive || bulk_only))
+        rc = cli_usage_error(bo.recursive ? "-r applies to cp and rm" : "this option applies to cp -r, sync and rm -r");
+    if (!rc && bulk) {
+        bo.knob_v = k.v;
+        bo.knob_set = k.set;
+        bo.knob_flag = k.flag;
+        bo.knob_arg = k.arg;
+        bo.progress = k.progress;
+        bo.json = k.json;
+        bo.quiet = quiet;
+        rc = cli_cmd_bulk(c, cmd, cargc, cargv, &bo);
+    } else if (!rc) {
         if (!strcmp(cmd, "cp")) rc = cmd_cp(c, cargc, cargv, &k, quiet);
         else if (!strcmp(cmd, "ls")) rc = cli_cmd_ls(c, cargc, cargv);
         else if (!strcmp(cmd, "mb")) rc = cmd_bucket(c, cargc, cargv, 1, quiet, k.json);
@@ -701,5 +760,7 @@ int main(int argc, char **argv) {
         else rc = cli_usage_error("unknown command");
     }
     s3x_client_free(c);
+    free(bo.filter_include);
+    free(bo.filter_pattern);
     return finish_stdout(rc);
 }

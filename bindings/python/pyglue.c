@@ -642,6 +642,7 @@ PyObject *py_download(s3x_client *c, const char *bucket, const char *key, PyObje
 /* ---- batches --------------------------------------------------------------- */
 
 static int batch_set(void *h, s3x_param p, int64_t v) { return s3x_batch_set(h, p, v); }
+static int bulk_set(void *h, s3x_param p, int64_t v) { return s3x_bulk_set(h, p, v); }
 
 int py_batch_apply_knobs(s3x_batch *b, PyObject *knobs) { return apply_knobs(b, batch_set, knobs); }
 
@@ -895,4 +896,186 @@ PyObject *py_batch_copy(s3x_batch *b, const char *src_bucket, const char *src_ke
         return py_raise_last();
     }
     return PyLong_FromUnsignedLongLong((unsigned long long)id);
+}
+
+/* ---- bulk runs (s3xfer/bulk.h) ------------------------------------------------ */
+
+/* The callbacks of one bulk call. They run on the calling thread, inside
+ * the C call that released the GIL, and take it back. The first exception
+ * a callback raises is kept (cb.error) and cancels the run: the item
+ * callback cannot say "stop" through its return, so it cancels the job. */
+typedef struct py_bulk_cb {
+    py_cb cb;           /* progress (borrowed) and the kept exception */
+    PyObject *on_item;  /* borrowed */
+    s3x_bulk *bulk;
+} py_bulk_cb;
+
+static PyObject *bulk_summary_dict(const s3x_bulk_summary *s) {
+    return Py_BuildValue("{s:L,s:N,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L,s:L}", "objects_found",
+                         (long long)s->objects_found, "listing_done", PyBool_FromLong(s->listing_done),
+                         "objects_done", (long long)s->objects_done, "objects_skipped",
+                         (long long)s->objects_skipped, "objects_failed", (long long)s->objects_failed,
+                         "bytes_found", (long long)s->bytes_found, "bytes_done", (long long)s->bytes_done, "seconds",
+                         s->seconds, "requests", (long long)s->requests, "retries", (long long)s->retries,
+                         "peak_buffer_bytes", (long long)s->peak_buffer_bytes, "budget", (long long)s->budget);
+}
+
+/* A local path from the library: the file system's bytes, decoded as
+ * os.fsdecode() does, so that open() gets the same bytes back. */
+static PyObject *fs_name_or_none(const char *s) {
+    if (!s) Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(s);
+}
+
+static void bulk_item_tramp(const s3x_bulk_item *it, void *payload) {
+    py_bulk_cb *b = payload;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!b->cb.error && b->on_item && b->on_item != Py_None) {
+        PyObject *err = Py_None;
+        Py_INCREF(Py_None);
+        if (it->rc) {
+            const s3x_error *e = it->err;
+            Py_DECREF(Py_None);
+            err = Py_BuildValue("(iNiNN)", e ? e->code : it->rc,
+                                text_or_none(e && e->message ? e->message : s3x_strerror(it->rc)),
+                                e ? e->http_status : 0, text_or_none(e && e->s3_code ? e->s3_code : ""),
+                                text_or_none(e && e->request_id ? e->request_id : ""));
+        }
+        PyObject *res = NULL;
+        if (it->result) {
+            res = result_dict(it->result);
+        } else {
+            res = Py_None;
+            Py_INCREF(Py_None);
+        }
+        PyObject *d = (err && res)
+                          ? Py_BuildValue("{s:i,s:N,s:N,s:N,s:L,s:i,s:O,s:N,s:O}", "action", (int)it->action, "key",
+                                          name_or_none(it->key), "dest_key", name_or_none(it->dest_key), "path",
+                                          fs_name_or_none(it->path), "size", (long long)it->size, "rc", it->rc,
+                                          "error", err, "reason", text_or_none(it->reason), "result", res)
+                          : NULL;
+        Py_XDECREF(err);
+        Py_XDECREF(res);
+        PyObject *r = d ? PyObject_CallFunctionObjArgs(b->on_item, d, NULL) : NULL;
+        Py_XDECREF(d);
+        if (!r) {
+            keep_exception(&b->cb);
+            s3x_bulk_cancel(b->bulk);
+        }
+        Py_XDECREF(r);
+    }
+    PyGILState_Release(g);
+}
+
+static int bulk_progress_tramp(const s3x_bulk_summary *s, void *payload) {
+    py_bulk_cb *b = payload;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = b->cb.error != NULL;
+    if (!stop && PyErr_CheckSignals() != 0) {
+        keep_exception(&b->cb);
+        stop = 1;
+    } else if (!stop && b->cb.progress && b->cb.progress != Py_None) {
+        PyObject *d = bulk_summary_dict(s);
+        PyObject *r = d ? PyObject_CallFunctionObjArgs(b->cb.progress, d, NULL) : NULL;
+        Py_XDECREF(d);
+        if (!r) {
+            keep_exception(&b->cb);
+            stop = 1;
+        }
+        Py_XDECREF(r);
+    }
+    PyGILState_Release(g);
+    return stop;
+}
+
+PyObject *py_bulk_run(s3x_client *c, int op, const char *a1, const char *a2, const char *a3, const char *a4,
+                      PyObject *knobs, unsigned int flags, PyObject *filters, PyObject *on_item, PyObject *progress) {
+    if (op < PY_BULK_UPLOAD_DIR || op > PY_BULK_COPY_PREFIX) {
+        PyErr_Format(PyExc_ValueError, "unknown bulk operation %d", op);
+        return NULL;
+    }
+    s3x_bulk *bulk = NULL;
+    if (s3x_bulk_new(&bulk, c)) return py_raise_last();
+    if (apply_knobs(bulk, bulk_set, knobs) != 0) goto fail;
+    if (s3x_bulk_set_flags(bulk, flags)) {
+        py_raise_last();
+        goto fail;
+    }
+    if (filters && filters != Py_None) {
+        PyObject *seq = PySequence_Fast(filters, "filters must be a sequence of (include, pattern)");
+        if (!seq) goto fail;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *f = PySequence_Fast_GET_ITEM(seq, i);
+            int include = 0;
+            PyObject *pat = NULL, *holder = NULL;
+            const char *p = NULL;
+            if (!PyArg_ParseTuple(f, "pU", &include, &pat) || py_cstr_arg(pat, "a filter pattern", &holder, &p)) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+            int rc = s3x_bulk_add_filter(bulk, include, p);
+            Py_XDECREF(holder);
+            if (rc) {
+                Py_DECREF(seq);
+                py_raise_last();
+                goto fail;
+            }
+        }
+        Py_DECREF(seq);
+    }
+    py_bulk_cb cb;
+    memset(&cb, 0, sizeof cb);
+    cb.cb.progress = progress;
+    cb.on_item = on_item;
+    cb.bulk = bulk;
+    s3x_bulk_set_callbacks(bulk, bulk_item_tramp, bulk_progress_tramp, &cb);
+    s3x_bulk_summary s;
+    memset(&s, 0, sizeof s);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS switch (op) {
+    case PY_BULK_UPLOAD_DIR: rc = s3x_bulk_upload_dir(bulk, a1, a2, a3, &s); break;
+    case PY_BULK_DOWNLOAD_DIR: rc = s3x_bulk_download_dir(bulk, a1, a2, a3, &s); break;
+    case PY_BULK_SYNC_UP: rc = s3x_bulk_sync_up(bulk, a1, a2, a3, &s); break;
+    case PY_BULK_SYNC_DOWN: rc = s3x_bulk_sync_down(bulk, a1, a2, a3, &s); break;
+    case PY_BULK_DELETE_PREFIX: rc = s3x_bulk_delete_prefix(bulk, a1, a2, &s); break;
+    default: rc = s3x_bulk_copy_prefix(bulk, a1, a2, a3, a4, &s); break;
+    }
+    Py_END_ALLOW_THREADS;
+    /* The error, copied before the job is freed (nothing else runs between). */
+    PyObject *err = Py_None;
+    Py_INCREF(Py_None);
+    if (rc) {
+        const s3x_error *e = s3x_error_last();
+        Py_DECREF(Py_None);
+        err = Py_BuildValue("(iNiNN)", e->code ? e->code : rc, text_or_none(e->message ? e->message : ""),
+                            e->http_status, text_or_none(e->s3_code ? e->s3_code : ""),
+                            text_or_none(e->request_id ? e->request_id : ""));
+    }
+    Py_BEGIN_ALLOW_THREADS s3x_bulk_free(bulk);
+    Py_END_ALLOW_THREADS;
+    /* A callback's exception is handed back (not raised here) so that the
+     * caller can attach the summary before raising it. */
+    PyObject *cbexc = Py_None;
+    Py_INCREF(Py_None);
+    if (cb.cb.error) {
+        Py_DECREF(Py_None);
+        if (cb.cb.error == Py_None) {
+            Py_DECREF(Py_None);
+            cbexc = PyObject_CallFunction(PyExc_RuntimeError, "s", "a callback failed");
+        } else {
+            cbexc = cb.cb.error;
+            if (cb.cb.etb) PyException_SetTraceback(cbexc, cb.cb.etb);
+        }
+        Py_XDECREF(cb.cb.etype);
+        Py_XDECREF(cb.cb.etb);
+    }
+    if (!err || !cbexc) {
+        Py_XDECREF(err);
+        Py_XDECREF(cbexc);
+        return NULL;
+    }
+    return Py_BuildValue("(iNNN)", rc, bulk_summary_dict(&s), err, cbexc);
+fail:
+    s3x_bulk_free(bulk);
+    return NULL;
 }

@@ -79,6 +79,25 @@ PyObject *py_batch_stats(s3x_batch *b);
 
 #endif
 
+/* Bulk runs (s3xfer/bulk.h), one call for the six operations:
+ *   UPLOAD_DIR(dir, bucket, prefix)   DOWNLOAD_DIR(bucket, prefix, dir)
+ *   SYNC_UP(dir, bucket, prefix)      SYNC_DOWN(bucket, prefix, dir)
+ *   DELETE_PREFIX(bucket, prefix)     COPY_PREFIX(src_bucket, src_prefix, dst_bucket, dst_prefix)
+ * knobs: {param id: int} (every batch knob, FAIL_FAST included); flags:
+ * S3X_BULK_*; filters: a sequence of (include: bool, pattern: str), in order.
+ * on_item(dict) per object: action (an s3x_bulk_action), key, dest_key, path,
+ * size, rc, error (None, or (code, message, http_status, s3_code,
+ * request_id)), reason, result (a result dict or None). progress(dict) with
+ * the summary so far. Both run with the GIL re-acquired on the calling
+ * thread; the first exception either raises cancels the run. Returns (rc,
+ * summary dict, error tuple or None, the callback's exception or None): rc
+ * 0, S3X_EPARTIAL or another code, which the caller turns into an
+ * exception (the callback's first, with the summary attached). */
+enum { PY_BULK_UPLOAD_DIR = 1, PY_BULK_DOWNLOAD_DIR, PY_BULK_SYNC_UP, PY_BULK_SYNC_DOWN, PY_BULK_DELETE_PREFIX,
+       PY_BULK_COPY_PREFIX };
+PyObject *py_bulk_run(s3x_client *c, int op, const char *a1, const char *a2, const char *a3, const char *a4,
+                      PyObject *knobs, unsigned int flags, PyObject *filters, PyObject *on_item, PyObject *progress);
+
 /* Managers. knobs: dict {param id: int}. progress: callable(done, total) or None.
  * Upload source: str path, a bytes-like object, or an object with readinto().
  * Stream callbacks (readinto, write) get a memoryview of a bytearray of the

@@ -26,6 +26,7 @@
 %include "s3xfer/errors.h"
 %include "s3xfer/params.h"
 %include "s3xfer/client.h"
+%include "s3xfer/bulk.h"
 
 /* The client and batch handles are opaque pointers to Python. */
 typedef struct s3x_client s3x_client;

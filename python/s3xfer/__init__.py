@@ -14,7 +14,7 @@ from .errors import __all__ as _errors_all
 
 __version__ = _core.py_version()
 
-__all__ = ["Client", "CancelToken", "TransferManager", "TransferFuture", "TransferConfig", "TransferResult", "BufferStrategy", "Pool", "Checksum",
+__all__ = ["Client", "CancelToken", "TransferManager", "TransferFuture", "BulkItem", "BulkSummary", "TransferConfig", "TransferResult", "BufferStrategy", "Pool", "Checksum",
            "ChecksumLocation", "RetryMode", "__version__"] + list(_errors_all)
 
 
@@ -24,4 +24,7 @@ def __getattr__(name):
     if name in ("TransferManager", "TransferFuture"):
         from . import manager
         return getattr(manager, name)
+    if name in ("BulkItem", "BulkSummary"):
+        from . import bulk
+        return getattr(bulk, name)
     raise AttributeError(f"module 's3xfer' has no attribute {name!r}")

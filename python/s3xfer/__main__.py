@@ -312,6 +312,148 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
     return 0
 
 
+# ---- cp -r, sync, rm -r (docs/bulk.md): the native tool's apps/cli_bulk.c ----------
+
+_VERB = {"upload": "upload", "download": "download", "copy": "copy", "delete_remote": "delete",
+         "delete_local": "delete", "mkdir": "mkdir", "skip": "skip", "refused": "refused"}
+
+
+def _bulk_line(item, bucket: str, dest_bucket: Optional[str]) -> str:
+    def url(b, k):
+        return f"s3://{_escape(b)}/{_escape(k or '')}"
+    path = _escape(item.path or "")
+    if item.action == "upload":
+        return f"{path} to {url(bucket, item.key)}"
+    if item.action == "download":
+        return f"{url(bucket, item.key)} to {path}"
+    if item.action == "copy":
+        return f"{url(bucket, item.key)} to {url(dest_bucket or bucket, item.dest_key)}"
+    if item.action in ("delete_local", "mkdir"):
+        return path
+    return url(bucket, item.key) if item.key is not None else path
+
+
+def _bulk(c: Client, a, cancel: CancelToken) -> int:
+    from .bulk import parse_s3_url
+    from .errors import PartialFailureError
+    label = "sync" if a.cmd == "sync" else f"{a.cmd} -r"
+    if a.cmd == "rm":
+        u = parse_s3_url(a.url)
+        if u is None:
+            raise SystemExit("s3xfer: rm -r needs s3://bucket/prefix/")
+        src = dst = None
+    else:
+        src, dst = parse_s3_url(a.src), parse_s3_url(a.dst)
+        if not src and not dst:
+            raise SystemExit("s3xfer: one of SRC and DST must be an s3:// URL")
+        if src and dst and a.cmd == "sync":
+            raise SystemExit("s3xfer: sync needs a local directory on one side")
+    bucket = (src or dst or u)[0] if a.cmd != "rm" else u[0]
+    dest_bucket = dst[0] if src and dst else None
+    counts = {"copied": 0, "deleted": 0}
+    dry = "(dryrun) " if a.dryrun else ""
+
+    def on_object(item) -> None:
+        if item.ok and item.action in ("upload", "download", "copy"):
+            counts["copied"] += 1
+        elif item.ok and item.action in ("delete_remote", "delete_local"):
+            counts["deleted"] += 1
+        if a.json:
+            rec: Dict[str, Any] = {"type": "object", "action": item.action,
+                                   "outcome": "refused" if item.action == "refused" else "failed" if item.error
+                                   else "skipped" if item.action == "skip" else "ok"}
+            if a.dryrun:
+                rec["dryrun"] = True
+            if item.key is not None:
+                rec.update(bucket=bucket, key=item.key)
+            if item.dest_key is not None:
+                rec.update(dest_bucket=dest_bucket or bucket, dest_key=item.dest_key)
+            if item.path is not None:
+                rec["path"] = item.path
+            rec["size"] = item.size
+            if item.reason:
+                rec["reason"] = item.reason
+            if item.result is not None:
+                rec["result"] = dataclasses.asdict(item.result)
+            if item.error is not None:
+                rec["error"] = _error_record(item.error)
+            _emit(sys.stdout, rec)
+        elif not item.ok:
+            what = "refused" if item.action == "refused" else f"{_VERB[item.action]} failed"
+            why = str(item.error) if item.error is not None else item.reason or ""
+            print(f"{what}: {_bulk_line(item, bucket, dest_bucket)}: {_escape(why)}", file=sys.stderr)
+        elif item.action == "skip":
+            if a.cmd != "sync" and item.reason and not a.quiet:
+                print(f"warning: skipped {_bulk_line(item, bucket, dest_bucket)}: {_escape(item.reason)}",
+                      file=sys.stderr)
+        elif not a.quiet:
+            print(f"{dry}{_VERB[item.action]}: {_bulk_line(item, bucket, dest_bucket)}")
+
+    filters = [(k, p) for k, p in (a.filters or [])]
+    kw: Dict[str, Any] = dict(filters=filters, config=_config(a), fail_fast=a.fail_fast, dryrun=a.dryrun,
+                              on_object=on_object, cancel=cancel)
+    summary, error = None, None
+    try:
+        if a.cmd == "rm":
+            summary = c.delete_prefix(u[0], u[1], **kw)
+        elif a.cmd == "sync":
+            summary = c.sync(a.src, a.dst, delete=a.delete, exact=a.exact, follow_symlinks=a.follow_symlinks,
+                             **kw)
+        elif src and dst:
+            summary = c.copy_prefix(src[0], src[1], dst[0], dst[1], **kw)
+        elif dst:
+            summary = c.upload_dir(a.src, dst[0], dst[1], follow_symlinks=a.follow_symlinks, **kw)
+        else:
+            summary = c.download_dir(src[0], src[1], a.dst, **kw)
+    except S3xferError as e:
+        error, summary = e, getattr(e, "summary", None)
+    signum = getattr(cancel, "signum", 0) if cancel.cancelled else 0
+    code = 128 + signum if signum else 1 if error is not None else 0
+    if a.json:
+        rec = {"type": "summary", "command": a.cmd,
+               "outcome": "interrupted" if signum else "failed" if code else "ok", "exit_code": code}
+        if a.dryrun:
+            rec["dryrun"] = True
+        if summary is not None:
+            rec.update({k: v for k, v in dataclasses.asdict(summary).items() if k != "failures"})
+            rec.update(objects_copied=counts["copied"], objects_deleted=counts["deleted"])
+        if error is not None:
+            rec["error"] = _error_record(error)
+        _emit(sys.stdout, rec)
+    elif isinstance(error, PartialFailureError):
+        print(f"s3xfer: {label}: {summary.objects_failed} object{'s' if summary.objects_failed != 1 else ''} "
+              "failed", file=sys.stderr)
+    elif error is not None and not signum:
+        print(f"s3xfer: {label} failed: {_escape(error)}", file=sys.stderr)
+    if summary is not None and not a.json and not a.quiet and not signum and (
+            error is None or isinstance(error, PartialFailureError)):
+        mib = summary.bytes_done / (1 << 20)
+        print(f"{dry}{label}: {counts['copied']} copied, {counts['deleted']} deleted, {summary.objects_skipped} "
+              f"skipped, {summary.objects_failed} failed, {mib:.1f} MiB in {summary.seconds:.2f} s")
+    return code
+
+
+class _Filter(argparse.Action):
+    """--include / --exclude, kept in the order given (the last match wins)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        lst = list(getattr(namespace, "filters", None) or [])
+        lst.append((self.const, values))
+        setattr(namespace, "filters", lst)
+
+
+def _bulk_flags(p, sync: bool = False, rm: bool = False) -> None:
+    p.add_argument("--include", action=_Filter, const="include", metavar="PAT", dest="filters")
+    p.add_argument("--exclude", action=_Filter, const="exclude", metavar="PAT", dest="filters")
+    p.add_argument("--fail-fast", action="store_true")
+    p.add_argument("--dryrun", action="store_true")
+    if not rm:
+        p.add_argument("--follow-symlinks", action="store_true")
+    if sync:
+        p.add_argument("--delete", action="store_true")
+        p.add_argument("--exact", action="store_true")
+
+
 def _ls(c: Client, a, cancel: CancelToken) -> int:
     u = _s3url(a.url)
     if not u or not u[0]:
@@ -369,6 +511,8 @@ def _command(a, cancel: CancelToken) -> int:
     try:
         with Client(endpoint_url=a.endpoint_url, region=a.region, profile=a.profile,
                     addressing_style=a.addressing_style, verify=verify) as c:
+            if a.cmd == "sync" or (a.cmd in ("cp", "rm") and getattr(a, "recursive", False)):
+                return _bulk(c, a, cancel)
             if a.cmd == "cp":
                 return _cp(c, a, cancel)
             if a.cmd == "ls":
@@ -457,7 +601,7 @@ def _run(a, body: Callable[[CancelToken], int]) -> int:
             first = sig.signum
             cancel.signum = first  # type: ignore[attr-defined]  # for a --json record
             cancel.cancel()
-            if a.cmd == "cp":
+            if a.cmd in ("cp", "sync") or getattr(a, "recursive", False):
                 try:
                     if not done.wait(_CLEANUP_SECONDS):
                         _say(f"the cancelled transfer did not finish its cleanup within {_CLEANUP_SECONDS} s; "
@@ -516,9 +660,42 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--addressing-style", default="auto", choices=["auto", "path", "virtual"])
     p.add_argument("-q", "--quiet", action="store_true")
     sub = p.add_subparsers(dest="cmd", required=True)
-    cp = sub.add_parser("cp", help="copy a file (or - for stdin/stdout) to or from s3://bucket/key")
-    cp.add_argument("src")
-    cp.add_argument("dst")
+    cp = sub.add_parser("cp", help="copy a file (or - for stdin/stdout) to or from s3://bucket/key; with -r "
+                        "a directory or a prefix (docs/bulk.md)")
+    sync = sub.add_parser("sync", help="make DST (a directory or s3://bucket/prefix/) hold what SRC holds")
+    for sp in (cp, sync):
+        sp.add_argument("src")
+        sp.add_argument("dst")
+    cp.add_argument("-r", "--recursive", action="store_true")
+    _bulk_flags(cp)
+    _bulk_flags(sync, sync=True)
+    _add_transfer_flags(cp)
+    _add_transfer_flags(sync)
+    for name, helptext in (("ls", "list objects"), ("mb", "make a bucket"), ("rb", "remove an empty bucket"),
+                           ("rm", "remove an object; with -r every object under a prefix")):
+        sp = sub.add_parser(name, help=helptext)
+        sp.add_argument("url")
+        if name != "ls":
+            sp.add_argument("--json", action="store_true", help=_JSON_HELP)
+        if name == "rm":
+            sp.add_argument("-r", "--recursive", action="store_true")
+            _bulk_flags(sp, rm=True)
+            _add_transfer_flags(sp, json=False)
+    a = p.parse_args(argv)
+    if a.cmd in ("cp", "rm") and not a.recursive and (a.filters or a.fail_fast or a.dryrun or
+                                                      getattr(a, "follow_symlinks", False)):
+        p.error("--include, --exclude, --fail-fast, --dryrun and --follow-symlinks apply to cp -r, sync and rm -r")
+    if threading.current_thread() is not threading.main_thread():
+        # Signal handlers can only be set from the main thread; whoever runs
+        # main() elsewhere handles signals.
+        return _command(a, CancelToken())
+    return _run(a, lambda cancel: _command(a, cancel))
+
+
+_JSON_HELP = "JSON lines for scripts, as the native tool prints them (s3xfer --help, Output)"
+
+
+def _add_transfer_flags(cp, json: bool = True) -> None:
     cp.add_argument("--part-size", type=_size, metavar="SIZE")
     cp.add_argument("--concurrency", type=int)
     cp.add_argument("--buffer-strategy", choices=["auto", "buffered", "unbuffered"])
@@ -534,20 +711,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     cp.add_argument("--retry-mode", choices=["standard", "adaptive"])
     cp.add_argument("--progress", dest="progress", action="store_true", default=None)
     cp.add_argument("--no-progress", dest="progress", action="store_false")
-    json_help = "JSON lines for scripts, as the native tool prints them (s3xfer --help, Output)"
-    cp.add_argument("--json", action="store_true", help=json_help)
-    for name, helptext in (("ls", "list objects"), ("mb", "make a bucket"), ("rb", "remove an empty bucket"),
-                           ("rm", "remove an object")):
-        sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("url")
-        if name != "ls":
-            sp.add_argument("--json", action="store_true", help=json_help)
-    a = p.parse_args(argv)
-    if threading.current_thread() is not threading.main_thread():
-        # Signal handlers can only be set from the main thread; whoever runs
-        # main() elsewhere handles signals.
-        return _command(a, CancelToken())
-    return _run(a, lambda cancel: _command(a, cancel))
+    if json:
+        cp.add_argument("--json", action="store_true", help=_JSON_HELP)
 
 
 if __name__ == "__main__":

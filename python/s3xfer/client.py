@@ -6,12 +6,15 @@ import hashlib
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from .config import TransferConfig
 from .errors import InvalidConfigError, MalformedResponseError, TransferCancelled
 from .result import TransferResult
+
+if TYPE_CHECKING:  # bulk is imported on first use, so `import s3xfer` stays quick
+    from .bulk import BulkSummary  # noqa: F401
 
 ProgressFn = Callable[[int], Any]
 
@@ -537,6 +540,64 @@ class Client:
         """Downloads an object into a writable buffer (bytearray, memoryview);
         ``result.bytes`` tells how much of it was filled."""
         return self._download(memoryview(buffer).cast("B"), bucket, key, config, progress, cancel)
+
+    # -- many objects (docs/bulk.md) --------------------------------------------
+    # Keyword arguments of every call below: include / exclude (glob patterns,
+    # or filters=[("exclude", "*"), ("include", "*.txt")] applied in order,
+    # the last match winning), config (a TransferConfig: concurrency and
+    # memory_limit for the whole run, the rest per transfer), fail_fast,
+    # dryrun, on_object (called with a BulkItem per object), progress (called
+    # with a BulkSummary so far, at least every 250 ms), cancel (a
+    # CancelToken). They return the final BulkSummary, and raise
+    # PartialFailureError (with .summary) when some objects failed.
+    def upload_dir(self, dir: Union[str, os.PathLike], bucket: str, prefix: str = "", *,
+                   follow_symlinks: bool = False, **kw) -> "BulkSummary":
+        """Uploads every regular file under ``dir``: the key of each is
+        ``prefix`` followed by its path relative to ``dir`` with '/'
+        separators (give prefix a trailing '/' for a "folder"). Symbolic links
+        are skipped (reported) unless ``follow_symlinks``."""
+        from . import bulk
+        return bulk.run(self, _core.PY_BULK_UPLOAD_DIR, (bulk._fs(dir), bucket, prefix),
+                        follow_symlinks=follow_symlinks, **kw)
+
+    def download_dir(self, bucket: str, prefix: str, dir: Union[str, os.PathLike], **kw) -> "BulkSummary":
+        """Downloads every object under ``prefix`` into ``dir`` (created if
+        missing), the key less the prefix as the relative path. A key that
+        could land outside ``dir`` ("..", "/abs", empty segments, names too
+        long) is refused for that object, never written."""
+        from . import bulk
+        return bulk.run(self, _core.PY_BULK_DOWNLOAD_DIR, (bucket, prefix, bulk._fs(dir)), **kw)
+
+    def sync(self, src: Union[str, os.PathLike], dst: Union[str, os.PathLike], *, delete: bool = False,
+             dryrun: bool = False, exact: bool = False, follow_symlinks: bool = False, **kw) -> "BulkSummary":
+        """Makes ``dst`` hold what ``src`` holds: one is a local directory, the
+        other "s3://bucket/prefix" (the prefix taken as a folder: a '/' is
+        added). Copies what is missing or differs (size, or a newer source;
+        the content with ``exact``); ``delete`` removes at the destination
+        what the source lacks; ``dryrun`` reports and changes nothing."""
+        from . import bulk
+        s, d = bulk.parse_s3_url(src), bulk.parse_s3_url(dst)
+        if (s is None) == (d is None):
+            raise InvalidConfigError("sync needs a local directory and an s3://bucket/prefix URL", errno=-1)
+        if d is not None:
+            op, args = _core.PY_BULK_SYNC_UP, (bulk._fs(src), d[0], d[1])
+        else:
+            op, args = _core.PY_BULK_SYNC_DOWN, (s[0], s[1], bulk._fs(dst))
+        return bulk.run(self, op, args, delete=delete, dryrun=dryrun, exact=exact,
+                        follow_symlinks=follow_symlinks, **kw)
+
+    def delete_prefix(self, bucket: str, prefix: str, **kw) -> "BulkSummary":
+        """Deletes every object under ``prefix`` (filters apply) with
+        DeleteObjects, up to 1,000 keys a request; "" means the whole bucket."""
+        from . import bulk
+        return bulk.run(self, _core.PY_BULK_DELETE_PREFIX, (bucket, prefix), **kw)
+
+    def copy_prefix(self, src_bucket: str, src_prefix: str, dst_bucket: str, dst_prefix: str,
+                    **kw) -> "BulkSummary":
+        """Copies every object under ``src_prefix`` to ``dst_prefix`` + its key
+        relative to ``src_prefix``, server-side."""
+        from . import bulk
+        return bulk.run(self, _core.PY_BULK_COPY_PREFIX, (src_bucket, src_prefix, dst_bucket, dst_prefix), **kw)
 
 
 class CancelToken:

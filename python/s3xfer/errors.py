@@ -17,7 +17,7 @@ __all__ = [
     "InvalidRange", "PreconditionFailed", "SlowDown", "ChecksumMismatch", "TransferCancelled",
     "ConnectionError", "TLSError", "TimeoutError", "NetworkError", "CredentialsError",
     "InvalidConfigError", "SourceChangedError", "LimitExceededError", "LocalIOError",
-    "MalformedResponseError", "MemoryLimitError",
+    "MalformedResponseError", "MemoryLimitError", "PartialFailureError",
 ]
 
 
@@ -149,6 +149,15 @@ class MalformedResponseError(S3xferError):
     """A response body could not be parsed."""
 
 
+class PartialFailureError(S3xferError):
+    """A run of many objects (``upload_dir``, ``sync``, ...) finished, but some
+    objects failed or were refused. ``summary`` is the run's
+    :class:`~s3xfer.bulk.BulkSummary`: its counts, and in ``failures`` each
+    failed object with its error and reason."""
+
+    summary = None
+
+
 # C error codes (s3xfer/errors.h) -> class
 _BY_ERRNO = {
     -1: InvalidConfigError,
@@ -166,6 +175,7 @@ _BY_ERRNO = {
     -13: SourceChangedError,
     -14: LimitExceededError,
     -15: S3xferError,
+    -16: PartialFailureError,
 }
 
 # S3 error codes -> class (for server errors)

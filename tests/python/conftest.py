@@ -103,3 +103,27 @@ def build_dir() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def cli(build_dir) -> str:
     return str(build_dir / "s3xfer")
+
+
+# The fault-injecting proxy (tests/faultproxy) in front of the real server,
+# for test_reliability.py, test_throttling.py and test_bulk*.py. A module
+# picks its seed with PROXY_SEED (decisions are "keyed": each request's fate
+# depends on the seed and the request, not on the interleaving).
+@pytest.fixture
+def proxy(s3env, request):
+    from faultproxy import FaultProxy
+    p = FaultProxy.from_url(s3env["endpoint_url"], seed=getattr(request.module, "PROXY_SEED", 7),
+                            decisions="keyed")
+    p.start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def pclient(s3env, proxy):
+    """The s3xfer client under test, talking through the proxy."""
+    import s3xfer
+    c = s3xfer.Client(endpoint_url=proxy.url, region=s3env["region"], access_key=s3env["access_key"],
+                      secret_key=s3env["secret_key"])
+    yield c
+    c.close()

@@ -13,27 +13,14 @@ import time
 import pytest
 
 import s3xfer
-from faultproxy import FaultProxy
 from s3xfer import TransferConfig
 
 MiB = 1 << 20
 P = 5 * MiB
 
 
-@pytest.fixture
-def proxy(s3env):
-    p = FaultProxy.from_url(s3env["endpoint_url"], seed=7, decisions="keyed")
-    p.start()
-    yield p
-    p.stop()
-
-
-@pytest.fixture
-def pclient(s3env, proxy):
-    c = s3xfer.Client(endpoint_url=proxy.url, region=s3env["region"], access_key=s3env["access_key"],
-                      secret_key=s3env["secret_key"])
-    yield c
-    c.close()
+# The proxy and pclient fixtures are in conftest.py.
+PROXY_SEED = 7
 
 
 def sha(b) -> str:
