@@ -127,14 +127,7 @@ static void json_item(const bulk_run *r, const s3x_bulk_item *it) {
  * on stderr when it failed or was refused, or a JSON record. */
 static void on_item(const s3x_bulk_item *item, void *payload) {
     bulk_run *r = payload;
-    /* bulk.h gives an upload's key in key; bulk.c (so far) in dest_key:
-     * either way it is shown as the key. */
-    s3x_bulk_item fixed = *item;
-    if (fixed.action == S3X_BULK_UPLOAD && !fixed.key) {
-        fixed.key = fixed.dest_key;
-        fixed.dest_key = NULL;
-    }
-    const s3x_bulk_item *it = &fixed;
+    const s3x_bulk_item *it = item;
     int failed = it->rc != 0 || it->action == S3X_BULK_REFUSED;
     if (!failed) {
         if (it->action == S3X_BULK_UPLOAD || it->action == S3X_BULK_DOWNLOAD || it->action == S3X_BULK_COPY)

@@ -66,9 +66,6 @@ class BulkItem:
     def _from_c(cls, d: Dict[str, Any]) -> "BulkItem":
         err = d["error"]
         key, dest_key = d["key"], d["dest_key"]
-        if d["action"] == _core.S3X_BULK_UPLOAD and key is None:
-            # bulk.h gives an upload's key in key; the C layer so far in dest_key.
-            key, dest_key = dest_key, None
         return cls(action=_ACTIONS.get(d["action"], str(d["action"])), key=key, dest_key=dest_key,
                    path=d["path"], size=d["size"], error=_from_c(*err) if err is not None else None,
                    reason=d["reason"], result=TransferResult._from_c(d["result"]) if d["result"] else None)

@@ -139,7 +139,8 @@ S3X_API void s3x_bulk_set_callbacks(s3x_bulk *bulk, s3x_bulk_item_fn on_item, s3
 S3X_API void s3x_bulk_cancel(s3x_bulk *bulk);
 
 /* Uploads every regular file under dir to bucket, keys prefix + relative
- * path (prefix may be "" or NULL; give it a trailing '/' for a "folder"). */
+ * path (prefix may be "" or NULL; a prefix is always a folder: "p" and "p/"
+ * both give keys "p/..."). */
 S3X_API int s3x_bulk_upload_dir(s3x_bulk *bulk, const char *dir, const char *bucket, const char *prefix,
                                 s3x_bulk_summary *summary);
 /* Downloads every object under prefix into dir (created if missing): the

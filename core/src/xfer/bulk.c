@@ -277,7 +277,7 @@ static void add_transfer(s3x_bulk *k, s3x_bulk_action a, const char *key, const 
     s3x_batch_cb cb = {on_done, on_progress, r};
     int rc;
     switch (a) {
-    case S3X_BULK_UPLOAD: rc = s3x_batch_upload_file(k->b, k->bucket, dest_key, path, &cb, NULL); break;
+    case S3X_BULK_UPLOAD: rc = s3x_batch_upload_file(k->b, k->bucket, key, path, &cb, NULL); break;
     case S3X_BULK_DOWNLOAD: rc = s3x_batch_download_file(k->b, k->bucket, key, path, &cb, NULL); break;
     case S3X_BULK_COPY:
         rc = s3x_batch_copy(k->b, k->bucket, key, k->dst_bucket, dest_key, &cb, NULL);
@@ -438,7 +438,7 @@ static void plan_upload(s3x_bulk *k, const s3x_walk_entry *e, const char *reason
         report(k, S3X_BULK_UPLOAD, NULL, NULL, e->path, e->size, s3x_seterr(S3X_ENOMEM, "out of memory"), reason, NULL);
         return;
     }
-    add_transfer(k, S3X_BULK_UPLOAD, NULL, key, e->path, e->size, reason, NULL);
+    add_transfer(k, S3X_BULK_UPLOAD, key, NULL, e->path, e->size, reason, NULL);
     free(key);
 }
 
@@ -454,12 +454,11 @@ static void plan_download(s3x_bulk *k, const s3x_xml_object *o, const char *reas
     }
     if (rc == S3X_RELPATH_DIR) {
         if (!*rel) return; /* the prefix's own marker */
-        if (k->flags & S3X_BULK_DRYRUN) {
-            report(k, S3X_BULK_MKDIR, o->key, NULL, rel, 0, 0, "directory marker", NULL);
-            return;
-        }
-        rc = s3x_beneath_mkdirs(k->rootfd, rel);
-        report(k, rc ? S3X_BULK_REFUSED : S3X_BULK_MKDIR, o->key, NULL, rel, 0, rc, "directory marker", NULL);
+        char *dpath = join(k->dir, "/", rel);
+        if (!dpath) rc = s3x_seterr(S3X_ENOMEM, "out of memory");
+        else if (!(k->flags & S3X_BULK_DRYRUN)) rc = s3x_beneath_mkdirs(k->rootfd, rel);
+        report(k, rc ? S3X_BULK_REFUSED : S3X_BULK_MKDIR, o->key, NULL, dpath, 0, rc, "directory marker", NULL);
+        free(dpath);
         return;
     }
     char *path = join(k->dir, "/", rel);
