@@ -206,6 +206,43 @@ def test_hostile_keys_cannot_escape(s3env, tmp_path):
     assert s.objects_done == len(SAFE_KEYS) + 1
 
 
+@pytest.fixture(scope="module")
+def moto_s3():
+    """moto's server as an S3 that, unlike SeaweedFS, keeps any key it is
+    given, so hostile keys can be planted with boto3 as a careless or
+    malicious writer would."""
+    from credfakes import start_moto
+    proc, url = start_moto()
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_hostile_keys_planted_with_boto3_cannot_escape(moto_s3, tmp_path):
+    import boto3
+    boto = boto3.client("s3", endpoint_url=moto_s3, aws_access_key_id="moto", aws_secret_access_key="moto",
+                        region_name="us-east-1")
+    boto.create_bucket(Bucket="planted")
+    objs = hostile_objects("h/")
+    for k, body in objs.items():
+        boto.put_object(Bucket="planted", Key=k, Body=body)
+    listed = {o["Key"] for o in boto.list_objects_v2(Bucket="planted")["Contents"]}
+    assert listed == set(objs)  # moto kept every key as given
+    root, target, outside = hostile_setup(tmp_path)
+    with s3xfer.Client(endpoint_url=moto_s3, region="us-east-1", access_key="moto", secret_key="moto") as c:
+        with pytest.raises(s3xfer.PartialFailureError) as ei:
+            c.download_dir("planted", "h", target)
+    s = ei.value.summary
+    check_contained(tmp_path, root, target, outside)
+    failed = {f.key: f for f in s.failures}
+    for k in HOSTILE_KEYS:
+        assert "h/" + k in failed and not failed["h/" + k].ok, (k, sorted(failed))
+    assert (target / "ok.txt").read_bytes() == b"H:ok.txt"
+    assert (target / "fine/deep.txt").read_bytes() == b"H:fine/deep.txt"
+    assert ("h/a" in failed) != ("h/a/b" in failed)
+    assert s.objects_done == len(SAFE_KEYS) + 1
+
+
 def test_file_and_directory_key_on_the_real_server(client, boto, bucket, tmp_path):
     for k in ("a", "a/b", "dir/", "dir/in.txt", "z"):
         boto.put_object(Bucket=bucket, Key=k, Body=b"" if k.endswith("/") else k.encode())
