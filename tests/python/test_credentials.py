@@ -619,3 +619,60 @@ def test_cli_profile_through_the_chain(clean, s3env, cli, boto, bucket, tmp_path
                            capture_output=True, env=env, timeout=120)
         assert p.returncode != 0 and b"source_profile loop: a -> b -> a" in p.stderr, (name, p.stderr)
         assert s3env["secret_key"].encode() not in p.stderr
+
+
+def test_early_refresh_does_not_hold_up_requests(clean, s3env, proxy, bucket, tmp_path):
+    """Keys that will expire are fetched again ahead of the advisory window on
+    a thread of their own: a credential_process that takes 3 s the second
+    time does not hold up the requests signed meanwhile, and its keys arrive
+    (the refresh is counted) before the advisory window is reached."""
+    cfg, _ = clean
+    issued = tmp_path / "issued.txt"
+    proc = script(tmp_path, "slow", f"""\
+        import json, os, time
+        from datetime import datetime, timezone
+        n = sum(1 for _ in open({str(issued)!r})) + 1 if os.path.exists({str(issued)!r}) else 1
+        if n > 1:
+            time.sleep(3)
+        tok = "slow-%d-%s" % (n, os.urandom(4).hex())
+        exp = int(time.time() + 12)
+        with open({str(issued)!r}, "a") as f:
+            f.write("%s %d\\n" % (tok, exp))
+        print(json.dumps({{"Version": 1, "AccessKeyId": {s3env['access_key']!r},
+                          "SecretAccessKey": {s3env['secret_key']!r}, "SessionToken": tok,
+                          "Expiration": datetime.fromtimestamp(exp, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}))
+        """)
+    cfg.write_text(f"[profile slow]\ncredential_process = {proc}\n")
+
+    class FileIssuer(Issuer):
+        def __init__(self):
+            super().__init__(s3env["access_key"], s3env["secret_key"], 12, "slow")
+
+        @property
+        def issued(self):
+            if not issued.exists():
+                return {}
+            return {t: float(e) for t, e in (line.split() for line in issued.read_text().splitlines())}
+
+        @issued.setter
+        def issued(self, v):
+            pass
+
+    proxy.issuers.append(FileIssuer())
+    # Keys live 11-12 s: advisory window 5.5-6 s before expiry, early fetch from 8.25-9 s before.
+    with s3xfer.Client(endpoint_url=proxy.url, profile="slow") as c:
+        assert c.credentials_source == "custom-process"
+        c.put_object(bucket, "k", b"x")
+        time.sleep(3.5)  # inside the early window now
+        slowest = 0.0
+        t_end = time.monotonic() + 2.5
+        while time.monotonic() < t_end:  # the 3 s process runs meanwhile
+            t0 = time.monotonic()
+            c.head_object(bucket, "k")
+            slowest = max(slowest, time.monotonic() - t0)
+        assert slowest < 1.5, slowest  # signing did not wait for the 3 s process
+        time.sleep(1.5)
+        c.head_object(bucket, "k")
+        assert c.credentials_refreshes == 1
+    assert len(issued.read_text().splitlines()) == 2
+    assert not proxy.rejected, proxy.rejected[:3]

@@ -52,7 +52,15 @@ int s3x_client_new(s3x_client **out) {
     return 0;
 }
 
+/* Waits for the advisory refresh thread, if one was started. */
+static void join_refresh(s3x_client *c) {
+    if (!c->cred_thread_live) return;
+    pthread_join(c->cred_thread, NULL);
+    c->cred_thread_live = 0;
+}
+
 static void clear_resolved(s3x_client *c) {
+    join_refresh(c);
     char **fields[] = {&c->endpoint, &c->scheme, &c->hostport, &c->region, &c->ca_bundle, &c->vhost};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         s3x_free_secret(*fields[i]);  /* wiped whatever it is: cheap, and keys are among them */
@@ -279,42 +287,101 @@ int s3x_client_request_url(s3x_client *c, const char *bucket, const char *key, c
     return rc;
 }
 
+/* The early refresh, on a thread of its own so the loop that signs is not
+ * held up by an STS, metadata or process call: success swaps the snapshot,
+ * failure keeps the current keys and waits a second to try again. */
+static void *refresh_main(void *arg) {
+    s3x_client *c = arg;
+    s3x_creds *fresh = NULL, *old = NULL;
+    int rc = s3x_cred_source_fetch(c->cred_src, &fresh);
+    pthread_mutex_lock(&c->cred_mu);
+    if (!rc) {
+        /* Keys that expire no later than the current ones (a provider that
+         * hands out the same set until close to its end) are taken, and the
+         * next early try waits a second. */
+        if (c->creds && fresh->expiry && fresh->expiry <= c->creds->expiry) c->cred_retry_at = s3x_wall_now() + 1.0;
+        old = c->creds;
+        c->creds = fresh; /* the fetch's reference becomes the client's */
+        c->cred_refreshes++;
+    } else {
+        c->cred_retry_at = s3x_wall_now() + 1.0;
+    }
+    c->cred_refreshing = 0;
+    pthread_mutex_unlock(&c->cred_mu);
+    s3x_creds_unref(old);
+    return NULL;
+}
+
 int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out) {
     *out = NULL;
     pthread_mutex_lock(&c->cred_mu);
     s3x_creds *cur = s3x_creds_ref(c->creds);
+    double retry_at = c->cred_retry_at;
     pthread_mutex_unlock(&c->cred_mu);
     if (!cur) return s3x_seterr(S3X_EINTERNAL, "credentials used before they were resolved");
-    if (cur->expiry) {
-        double now = s3x_wall_now(), advisory, mandatory, left = cur->expiry - now;
+    if (!cur->expiry) {
+        *out = cur;
+        return 0;
+    }
+    double now = s3x_wall_now(), advisory, mandatory, left = cur->expiry - now;
+    s3x_creds_windows(cur, &advisory, &mandatory);
+    /* Ahead of the advisory window by its own width, new keys are fetched
+     * on a thread of their own, so the loop that signs is not held up by
+     * an STS, metadata or process call; they normally arrive long before
+     * the windows below, where signing waits as botocore's does. */
+    double ahead = advisory + (advisory - mandatory);
+    if (left > advisory && left <= ahead && now >= retry_at) {
+        pthread_mutex_lock(&c->cred_mu);
+        if (!c->cred_refreshing) {
+            if (c->cred_thread_live) pthread_join(c->cred_thread, NULL); /* it ended: it cleared the flag */
+            c->cred_refreshing = 1;
+            c->cred_thread_live = pthread_create(&c->cred_thread, NULL, refresh_main, c) == 0;
+            if (!c->cred_thread_live) c->cred_refreshing = 0;
+        }
+        pthread_mutex_unlock(&c->cred_mu);
+    } else if (left <= advisory && c->cred_thread_live) {
+        /* The early refresh is still on its way (or its keys are in): take
+         * them rather than fetch a second time. */
+        join_refresh(c);
+        s3x_creds_unref(cur);
+        pthread_mutex_lock(&c->cred_mu);
+        cur = s3x_creds_ref(c->creds);
+        retry_at = c->cred_retry_at;
+        pthread_mutex_unlock(&c->cred_mu);
+        if (!cur->expiry) {
+            *out = cur;
+            return 0;
+        }
+        left = cur->expiry - now;
         s3x_creds_windows(cur, &advisory, &mandatory);
-        /* After a failed advisory refresh the next try waits a second (a
-         * failing credential_process is not run for every request); inside
-         * the mandatory window every request tries. */
-        if (left <= mandatory || (left <= advisory && now >= c->cred_retry_at)) {
-            s3x_creds *fresh = NULL;
-            int rc = s3x_cred_source_fetch(c->cred_src, &fresh);
-            if (!rc) {
-                pthread_mutex_lock(&c->cred_mu);
-                s3x_creds *old = c->creds;
-                c->creds = s3x_creds_ref(fresh);
-                c->cred_refreshes++;
-                pthread_mutex_unlock(&c->cred_mu);
-                s3x_creds_unref(old);
-                s3x_creds_unref(cur);
-                cur = fresh;
-            } else if (left > mandatory) {
-                c->cred_retry_at = now + 1.0;
-            } else {
-                /* botocore: a failed advisory refresh keeps the old keys; a
-                 * failed mandatory one is an error. */
-                char why[512];
-                snprintf(why, sizeof why, "%s", s3x_error_last()->message);
-                s3x_creds_unref(cur);
-                return s3x_seterr(S3X_ECREDENTIALS, "credentials from %s %s and could not be refreshed: %s",
-                                  s3x_cred_source_name(c->cred_src), left > 0 ? "are about to expire" : "expired",
-                                  why);
-            }
+    }
+    /* After a failed advisory refresh the next try waits a second (a
+     * failing credential_process is not run for every request); inside the
+     * mandatory window every request tries. */
+    if (left <= mandatory || (left <= advisory && now >= retry_at)) {
+        s3x_creds *fresh = NULL;
+        int rc = s3x_cred_source_fetch(c->cred_src, &fresh);
+        if (!rc) {
+            pthread_mutex_lock(&c->cred_mu);
+            s3x_creds *old = c->creds;
+            c->creds = s3x_creds_ref(fresh);
+            c->cred_refreshes++;
+            pthread_mutex_unlock(&c->cred_mu);
+            s3x_creds_unref(old);
+            s3x_creds_unref(cur);
+            cur = fresh;
+        } else if (left > mandatory) {
+            pthread_mutex_lock(&c->cred_mu);
+            c->cred_retry_at = now + 1.0;
+            pthread_mutex_unlock(&c->cred_mu);
+        } else {
+            /* botocore: a failed advisory refresh keeps the old keys; a
+             * failed mandatory one is an error. */
+            char why[512];
+            snprintf(why, sizeof why, "%s", s3x_error_last()->message);
+            s3x_creds_unref(cur);
+            return s3x_seterr(S3X_ECREDENTIALS, "credentials from %s %s and could not be refreshed: %s",
+                              s3x_cred_source_name(c->cred_src), left > 0 ? "are about to expire" : "expired", why);
         }
     }
     *out = cur;

@@ -36,6 +36,9 @@ struct s3x_client {
     s3x_cred_source *cred_src;
     int64_t cred_refreshes;
     double cred_retry_at;   /* wall time before which a failed advisory refresh is not retried */
+    pthread_t cred_thread;  /* the advisory refresh, off the signing thread */
+    int cred_thread_live;   /* cred_thread exists and must be joined */
+    int cred_refreshing;    /* it is running (under cred_mu) */
 
     CURLM *multi;
     CURL **idle;        /* easy handles kept for reuse */
