@@ -26,20 +26,6 @@ typedef struct bulk_run {
     int64_t copied, deleted, dirs; /* succeeded, by kind (the summary counts them together) */
 } bulk_run;
 
-static const char *action_name(s3x_bulk_action a) {
-    switch (a) {
-    case S3X_BULK_UPLOAD: return "upload";
-    case S3X_BULK_DOWNLOAD: return "download";
-    case S3X_BULK_COPY: return "copy";
-    case S3X_BULK_DELETE_REMOTE:
-    case S3X_BULK_DELETE_LOCAL: return "delete";
-    case S3X_BULK_SKIP: return "skip";
-    case S3X_BULK_MKDIR: return "mkdir";
-    case S3X_BULK_REFUSED: return "refused";
-    }
-    return "unknown";
-}
-
 static void put_url(FILE *f, const char *bucket, const char *key) {
     fputs("s3://", f);
     cli_put_escaped(f, bucket ? bucket : "");
@@ -86,7 +72,7 @@ static void json_item(const bulk_run *r, const s3x_bulk_item *it) {
     fputs("{\"type\":\"object\",\"action\":", f);
     cli_json_string(f, it->action == S3X_BULK_DELETE_LOCAL    ? "delete_local"
                        : it->action == S3X_BULK_DELETE_REMOTE ? "delete_remote"
-                                                              : action_name(it->action));
+                                                              : s3x_bulk_action_name(it->action));
     fputs(",\"outcome\":", f);
     cli_json_string(f, outcome);
     if (r->dryrun) fputs(",\"dryrun\":true", f);
@@ -154,7 +140,7 @@ static void on_item(const s3x_bulk_item *item, void *payload) {
                 fputc(')', stderr);
             }
         } else {
-            fprintf(stderr, "%s failed: ", action_name(it->action));
+            fprintf(stderr, "%s failed: ", s3x_bulk_action_name(it->action));
             put_line(stderr, r, it);
         }
         fputs(": ", stderr);
@@ -191,7 +177,7 @@ static void on_item(const s3x_bulk_item *item, void *payload) {
     }
     if (r->o->quiet) return;
     if (r->dryrun) fputs("(dryrun) ", stdout);
-    fprintf(stdout, "%s: ", action_name(it->action));
+    fprintf(stdout, "%s: ", s3x_bulk_action_name(it->action));
     put_line(stdout, r, it);
     fputc('\n', stdout);
     if (r->show) fflush(stdout);

@@ -19,9 +19,10 @@ import pytest
 
 import s3xfer
 from conftest import _empty_bucket
-from faultproxy import FaultProxy
 from s3xfer import TransferConfig
 
+# The conftest proxy's seed (its decisions are keyed on seed and request).
+PROXY_SEED = 11
 MiB = 1 << 20
 CFG8 = TransferConfig(part_size=8 * MiB, multipart_threshold=8 * MiB)
 
@@ -158,22 +159,6 @@ def test_source_replaced_during_the_copy_fails_cleanly(client, boto, bucket, big
     assert ei.value.status == 412 and "changed during the copy" in str(ei.value)
     assert client.list_multipart_uploads(bucket) == []
     assert "Contents" not in boto.list_objects_v2(Bucket=bucket, Prefix="dst")
-
-
-@pytest.fixture
-def proxy(s3env):
-    p = FaultProxy.from_url(s3env["endpoint_url"], seed=11, decisions="keyed")
-    p.start()
-    yield p
-    p.stop()
-
-
-@pytest.fixture
-def pclient(s3env, proxy):
-    c = s3xfer.Client(endpoint_url=proxy.url, region=s3env["region"], access_key=s3env["access_key"],
-                      secret_key=s3env["secret_key"])
-    yield c
-    c.close()
 
 
 def test_copy_through_503s_and_resets(pclient, client, boto, bucket, proxy, big):

@@ -68,6 +68,10 @@ typedef enum s3x_bulk_action {
                                    (reason says why); counts as failed */
 } s3x_bulk_action;
 
+/* A static name for an action: "upload", "download", "copy", "delete" (both
+ * kinds), "skip", "mkdir", "refused" ("unknown" for another value). */
+S3X_API const char *s3x_bulk_action_name(s3x_bulk_action action);
+
 /* One object's outcome. Pointers are valid during the callback only. */
 typedef struct s3x_bulk_item {
     s3x_bulk_action action;

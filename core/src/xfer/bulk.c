@@ -162,17 +162,18 @@ void s3x_bulk_cancel(s3x_bulk *k) {
 
 /* ---- outcomes ------------------------------------------------------------------------ */
 
-static const char *action_name(s3x_bulk_action a) {
+const char *s3x_bulk_action_name(s3x_bulk_action a) {
     switch (a) {
     case S3X_BULK_UPLOAD: return "upload";
     case S3X_BULK_DOWNLOAD: return "download";
     case S3X_BULK_COPY: return "copy";
     case S3X_BULK_DELETE_REMOTE:
     case S3X_BULK_DELETE_LOCAL: return "delete";
+    case S3X_BULK_SKIP: return "skip";
     case S3X_BULK_MKDIR: return "mkdir";
     case S3X_BULK_REFUSED: return "refused";
-    default: return "object";
     }
+    return "unknown";
 }
 
 /* Counts an outcome and tells the caller. rc != 0: the thread's error is
@@ -188,7 +189,7 @@ static void report(s3x_bulk *k, s3x_bulk_action a, const char *key, const char *
         if (!k->first_failed) {
             k->first_failed = 1;
             s3x_error_save(&k->first_err);
-            snprintf(k->first_what, sizeof k->first_what, "%s", action_name(a));
+            snprintf(k->first_what, sizeof k->first_what, "%s", s3x_bulk_action_name(a));
         }
     } else if (a == S3X_BULK_SKIP) {
         k->sum.objects_skipped++;
@@ -282,7 +283,7 @@ static void add_transfer(s3x_bulk *k, s3x_bulk_action a, const char *key, const 
     case S3X_BULK_COPY:
         rc = s3x_batch_copy(k->b, k->bucket, key, k->dst_bucket, dest_key, &cb, NULL);
         break;
-    default: rc = s3x_seterr(S3X_EINTERNAL, "cannot add a %s", action_name(a)); break;
+    default: rc = s3x_seterr(S3X_EINTERNAL, "cannot add a %s", s3x_bulk_action_name(a)); break;
     }
     if (rc) {
         report(k, a, key, dest_key, path, size, rc, reason, NULL);
