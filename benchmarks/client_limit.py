@@ -80,9 +80,10 @@ BUCKET = "limit"
 AK, SK, REGION = "limitkey", "limitsecret", "us-east-1"
 LIMIT = "iperf3-P8"
 # rclone serve s3 (v1.75) answers CreateMultipartUpload with the root element
-# <InitiateMultipartUpload>, not <InitiateMultipartUploadResult>: s3xfer
-# rejects the answer and the CRT finds no UploadId in it. A client that fails
-# so is listed as incompatible with that server, not as failed.
+# <InitiateMultipartUpload>, not <InitiateMultipartUploadResult>: the CRT
+# finds no UploadId in it, and s3xfer before dc1d870 rejected it (a --build of
+# an older tree). A client that fails so is listed as incompatible with that
+# server, not as failed.
 INCOMPATIBLE = ("unexpected root element <InitiateMultipartUpload>", "AWS_ERROR_S3_MISSING_UPLOAD_ID")
 INCOMPATIBLE_WHY = ("incompatible: rclone serve s3 answers CreateMultipartUpload with root element "
                     "<InitiateMultipartUpload> (S3: <InitiateMultipartUploadResult>), which this client rejects")
