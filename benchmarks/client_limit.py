@@ -383,7 +383,8 @@ def check_tls_verify(ctx, workloads, names, status):
             if not wl["tls"]:
                 continue
             for rn in names:
-                if status[rn] or rn.startswith("iperf3") or rn == "dd-tmpfs" or rn not in (DOWN if wl["direction"] == "down" else UP):
+                allowed = DOWN if wl["direction"] == "down" else UP
+                if status[rn] or rn.startswith("iperf3") or rn == "dd-tmpfs" or rn not in allowed:
                     continue
                 x = one_run(ctx, wl, rn)
                 tag = f"{rn} {wl['direction']}"
@@ -414,7 +415,7 @@ def runner_status(ctx, names, pip):
     return st
 
 
-def summarize(runs, size):
+def summarize(runs):
     ok = [x for x in runs if x["ok"]]
     if not ok:
         return None
@@ -663,7 +664,7 @@ def main():
             w["loadavg_end"] = os.getloadavg()
             for rn, rr in w["runners"].items():
                 if rr["status"] == "ok":
-                    rr["summary"] = summarize(rr["runs"], size)
+                    rr["summary"] = summarize(rr["runs"])
                     if rr["summary"] is None:
                         rr["status"] = "failed: " + (rr["runs"][-1]["error"] if rr["runs"] else "no run")
                     if any(not x["ok"] for x in rr["runs"]):
