@@ -165,3 +165,29 @@ def scale():
     def scaled(n: int, at_least: int = 1) -> int:
         return n if f == 1.0 else max(at_least, int(n * f))
     return scaled
+
+
+# `make pytest` runs the suite in two passes: first the files below NOT
+# listed, spread over two pytest-xdist workers (whole files per worker, so a
+# file's fixed names and module fixtures stay in one process); then these
+# files alone, one test at a time, because their tests assert how long
+# something took (a signal obeyed within 2 s, a slow part resent, a
+# credential refreshed in its window, throttling spread over time) or how much
+# memory a process used, and a second test running beside them would eat into
+# those margins. A new file that measures time or memory belongs here.
+SERIAL_FILES = frozenset({
+    "test_batch.py", "test_cli.py", "test_cli_hardening.py", "test_cli_json.py", "test_credentials.py",
+    "test_credentials_sso.py", "test_faultproxy.py", "test_py_hardening.py", "test_python_api.py",
+    "test_reliability.py", "test_throttling.py",
+})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serial: measures time or memory; `make pytest` runs it alone, after the "
+                                       "parallel pass (conftest.SERIAL_FILES)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)

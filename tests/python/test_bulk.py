@@ -69,9 +69,12 @@ def test_upload_download_round_trip(client, boto, bucket, tmp_path):
     assert entries(dst) == want
 
 
-def test_5000_small_files(client, boto, bucket, tmp_path):
+def test_5000_small_files(client, boto, bucket, tmp_path, scale):
     src, dst = tmp_path / "src", tmp_path / "dst"
-    files = {f"d{i % 50:02d}/f{i:05d}": body_for(f"f{i}", 1 + i % 97) for i in range(5000)}
+    # Under the sanitizers (S3X_TEST_SCALE) fewer, but still several listing
+    # pages of 1,000 and far more files than the concurrency.
+    n = scale(5000, at_least=2100)
+    files = {f"d{i % 50:02d}/f{i:05d}": body_for(f"f{i}", 1 + i % 97) for i in range(n)}
     files["d00/empty"] = b""
     make_tree(src, files)
     cfg = TransferConfig(concurrency=32)
