@@ -187,7 +187,18 @@ def pytest_configure(config):
                                        "parallel pass (conftest.SERIAL_FILES)")
 
 
+# The longest files of the parallel pass (minutes each: notebooks, a pip
+# install, thousands of objects), handed to the workers first so that neither
+# worker is left alone with one of them at the end. Only the order of whole
+# files changes, and only on xdist workers.
+LONG_FILES = ("test_notebooks.py", "test_packaging.py", "test_bulk.py", "test_upload.py",
+              "test_endpoints_oracle.py", "test_cli_bulk.py")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
+    if hasattr(config, "workerinput"):
+        rank = {name: i for i, name in enumerate(LONG_FILES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: file order kept
