@@ -254,9 +254,20 @@ static void test_probe(void) {
           "200 without Content-Length");
     s3x_dlresp huge200 = {200, NULL, INT64_MAX, NULL};
     CHECK(s3x_dlplan_check(&p, &a, &huge200, &v) == S3X_ELIMIT, "200 with 2^63-1 bytes");
-    s3x_dlresp cr200 = {200, "bytes 0-9/10", 100, NULL};
-    CHECK(s3x_dlplan_check(&p, &a, &cr200, &v) == 0 && v.total == 100,
-          "a Content-Range in a 200 has no meaning and is not used");
+    /* A 200 with a Content-Range is read as a 206 (rclone serve s3 answers
+     * ranged GETs so): its first part must not pass for the whole object. */
+    s3x_dlresp cr200 = {200, "bytes 0-8388607/1073741824", 8 * MiB, NULL};
+    CHECK(s3x_dlplan_check(&p, &a, &cr200, &v) == 0 && v.total == 1024 * MiB && v.length == 8 * MiB &&
+              v.offset == 0,
+          "200 + Content-Range to the probe: 8 MiB of a 1 GiB object, not an 8 MiB object");
+    cr200.content_range = "bytes 0-9/10";
+    cr200.content_length = 100;
+    CHECK(s3x_dlplan_check(&p, &a, &cr200, &v) == S3X_ENETWORK && msg_has("disagrees with Content-Range"),
+          "200 + Content-Range that disagrees with Content-Length: refused (%s)", s3x_error_last()->message);
+    cr200.content_range = "bytes 5-8388607/1073741824";
+    cr200.content_length = 8 * MiB - 5;
+    CHECK(s3x_dlplan_check(&p, &a, &cr200, &v) == S3X_ENETWORK && msg_has("asked for bytes 0-8388607"),
+          "200 + Content-Range of other bytes: refused");
     /* other statuses */
     s3x_dlresp r204 = {204, NULL, 0, NULL};
     CHECK(s3x_dlplan_check(&p, &a, &r204, &v) == S3X_ENETWORK && msg_has("unexpected HTTP 204"), "204 to a GET");
@@ -354,6 +365,11 @@ static void test_later_ranges(void) {
     s3x_dlresp whole = {200, NULL, 20 * MiB, "\"abc\""};
     CHECK(s3x_dlplan_check(&p, &a1, &whole, &v) == S3X_ENETWORK && msg_has("ignored the Range header"),
           "200 to a later range");
+    s3x_dlresp cr200 = {200, "bytes 8388608-16777215/20971520", 8 * MiB, "\"abc\""};
+    CHECK(s3x_dlplan_check(&p, &a1, &cr200, &v) == 0 && v.offset == 8 * MiB && v.length == 8 * MiB,
+          "200 + the asked Content-Range to a later range: read as its 206");
+    cr200.content_range = "bytes 8388608-16777215/20971521";
+    CHECK(s3x_dlplan_check(&p, &a1, &cr200, &v) == S3X_ECHANGED, "... with another total: the object changed");
     /* Content-Length larger than the range */
     r = resp206("bytes 8388608-16777215/20971520", 12 * MiB, "\"abc\"");
     CHECK(s3x_dlplan_check(&p, &a1, &r, &v) == S3X_ENETWORK, "Content-Length larger than the range");

@@ -89,6 +89,21 @@ static void test_initiate(void) {
     CHECK_STREQ(id, "VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA", "UploadId");
     free(id);
     free(xml);
+    /* rclone serve s3 (v1.75) names the root <InitiateMultipartUpload>; that
+     * one alias is accepted, any other name is not. */
+    static const char rclone[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUpload "
+                                 "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket><Key>k</Key>"
+                                 "<UploadId>e7f940c7-5</UploadId></InitiateMultipartUpload>";
+    id = NULL;
+    rc = s3x_xml_parse_initiate(rclone, sizeof rclone - 1, &id);
+    CHECK(rc == 0 && id && !strcmp(id, "e7f940c7-5"), "rclone's <InitiateMultipartUpload> root: %d %s", rc,
+          rc ? last_msg() : "");
+    free(id);
+    static const char other[] = "<InitiateMultipart><UploadId>x</UploadId></InitiateMultipart>";
+    id = NULL;
+    rc = s3x_xml_parse_initiate(other, sizeof other - 1, &id);
+    CHECK(rc == S3X_EXML && !id && strstr(last_msg(), "unexpected root element <InitiateMultipart>"),
+          "another root name is refused: %s", last_msg());
 }
 
 static void test_complete(void) {

@@ -164,7 +164,13 @@ int s3x_dlplan_check(const s3x_dlplan *p, const s3x_dlask *ask, const s3x_dlresp
     if (!ask->probe && p->total < 0)
         return s3x_seterr(S3X_EINTERNAL, "a range was requested before the object's size was known");
 
-    if (resp->status == 200) {
+    /* A 200 that carries a Content-Range is read as the 206 it should have
+     * been, with all of a 206's checks: `rclone serve s3` (v1.75) answers a
+     * ranged GET so. Read as a whole object, its first part would pass for
+     * the whole of a larger object. */
+    long status = resp->status;
+    if (status == 200 && ask->ranged && resp->content_range) status = 206;
+    if (status == 200) {
         /* The whole object in one 200 is accepted only as the probe's answer,
          * and only when it is no larger than the probe asked for: then it is
          * exactly bytes 0..T-1 with T <= part_size, the same bytes a 206 would
@@ -201,7 +207,7 @@ int s3x_dlplan_check(const s3x_dlplan *p, const s3x_dlask *ask, const s3x_dlresp
         out.offset = 0;
         out.length = resp->content_length;
         out.total = resp->content_length;
-    } else if (resp->status == 206) {
+    } else if (status == 206) {
         s3x_crange c;
         if (!ask->ranged)
             return s3x_seterr(S3X_ENETWORK, "the server sent a partial answer (HTTP 206) to a request without Range");

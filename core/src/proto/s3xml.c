@@ -349,11 +349,19 @@ static int missing(const char *name, const char *ctx, const char *what) {
 
 /* Parses and checks the root element. When the server answered with an S3
  * <Error> document instead, the message carries its code and text. */
+/* A root element some servers use instead of the documented one: `rclone
+ * serve s3` (v1.75) answers CreateMultipartUpload with
+ * <InitiateMultipartUpload>; SDKs that read the children only accept it. */
+static const char *root_alias(const char *what) {
+    return strcmp(what, "InitiateMultipartUploadResult") == 0 ? "InitiateMultipartUpload" : NULL;
+}
+
 static int parse_root(const char *xml, size_t len, const char *what, xmlDocPtr *doc, const xmlNode **root) {
     int rc = parse_doc(xml, len, what, 0, doc);
     if (rc) return rc;
     const xmlNode *r = xmlDocGetRootElement(*doc);
-    if (name_is(r, what)) {
+    const char *alias = root_alias(what);
+    if (name_is(r, what) || (alias && name_is(r, alias))) {
         *root = r;
         return 0;
     }

@@ -165,6 +165,7 @@ void s3x_batch_free(s3x_batch *b) {
     }
     for (size_t i = 0; i < b->nitems; i++) item_free(b->items[i]);
     free(b->items);
+    s3x_sched_fini(&b->sched);
     if (b->pool_ready) s3x_pool_release(&b->pool);
     if (b->efd >= 0) close(b->efd);
     s3x_saved_error_free(&b->first_err);

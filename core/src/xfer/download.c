@@ -734,7 +734,7 @@ static int open_or_close(s3x_sched *S, drun *R, s3x_transfer **out) {
 
 /* The temporary file beside path (so the rename is atomic), after checking
  * that path can be written. */
-static int make_temp_file(drun *R, const char *path) {
+static int make_temp_file(s3x_sched *S, drun *R, const char *path) {
     if (!path || !*path) return s3x_seterr(S3X_EINVAL, "path is empty");
     R->path = path;
     struct stat st;
@@ -784,7 +784,17 @@ static int make_temp_file(drun *R, const char *path) {
      * writeback starts while the ranges arrive (filewriter.h), so the fsync
      * before the rename has little left to wait for. */
     int64_t window = R->x->params[S3X_PARAM_DURABLE] ? S3X_WRITEBACK_WINDOW : 0;
-    int e = s3x_writer_start(&R->writer, R->fd, R->x->batched ? 8 : 32, window);
+    /* A batch's file downloads share its scheduler's writer threads (a
+     * single download keeps a thread of its own, as the pool would). */
+    s3x_wpool *pool = NULL;
+    if (R->x->batched) {
+        if (!S->wpool) {
+            int n = S->max_conns < S3X_WPOOL_MAX_THREADS ? S->max_conns : S3X_WPOOL_MAX_THREADS;
+            S->wpool = s3x_wpool_new(n);
+        }
+        pool = S->wpool; /* NULL when out of memory: a private one is tried */
+    }
+    int e = s3x_writer_start(&R->writer, pool, R->fd, R->x->batched ? 8 : 32, window);
     if (e) return s3x_seterr(S3X_ENOMEM, "cannot start the file writer: %s", strerror(e));
     return 0;
 }
@@ -794,7 +804,7 @@ int s3x_download_open_file(s3x_sched *S, s3x_xfer *x, const char *bucket, const 
     int rc = s3x_check_target(bucket, key);
     drun *R = rc ? NULL : new_run(x, bucket, key, DST_FILE);
     if (!rc && !R) rc = S3X_ENOMEM;
-    if (!rc && (rc = make_temp_file(R, path))) dl_close(&R->t, rc);
+    if (!rc && (rc = make_temp_file(S, R, path))) dl_close(&R->t, rc);
     else if (!rc) return open_or_close(S, R, out);
     if (!R) s3x_xfer_end(x);
     return rc;
@@ -874,6 +884,7 @@ static int run_one(s3x_download *d, const char *bucket, const char *key, const o
     if (rc) return rc;
     if (s3x_sched_run(&S) != 0) rc = s3x_error_restore(&x->err);
     t->kind->close(t, rc);
+    s3x_sched_fini(&S);
     return rc;
 }
 

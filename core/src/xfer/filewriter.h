@@ -1,7 +1,16 @@
-/* A writer thread for file downloads (private). The loop thread gathers a
- * range's bytes into buffers of S3X_WRITER_BUF bytes and hands each full one
- * over; the writer pwrites it at its offset while the loop goes back to the
- * sockets. Writes of one object's bytes at their own offsets can land in any
+/* File writers for downloads (private). The loop thread gathers a range's
+ * bytes into buffers of S3X_WRITER_BUF bytes and hands each full one over; a
+ * writer thread pwrites it at its offset while the loop goes back to the
+ * sockets.
+ *
+ * Threads: the writers of one batch share a pool of threads (s3x_wpool),
+ * started as writers wait and none is idle, up to a cap, and kept until the
+ * pool is freed; a writer is run by one thread at a time. A batch of 5,000
+ * small files so starts a handful of threads rather than 5,000, and reuses
+ * its buffers (a fresh 256 KiB buffer costs 64 page faults on first touch).
+ * A writer started without a pool gets a private one-thread pool.
+ *
+ * Writes of one object's bytes at their own offsets can land in any
  * order (a retried range rewrites the same bytes), so the only rule is that
  * every write is done before the file is synced and renamed.
  *
@@ -21,6 +30,16 @@
 #define S3X_WRITER_BUF (256u * 1024u)
 
 typedef struct s3x_writer s3x_writer;
+typedef struct s3x_wpool s3x_wpool;
+
+/* A pool of at most max_threads writer threads (none started yet), or NULL
+ * when out of memory. */
+s3x_wpool *s3x_wpool_new(int max_threads);
+/* Stops and joins the pool's threads and frees it. Every writer of the pool
+ * must have been finished. Accepts NULL. */
+void s3x_wpool_free(s3x_wpool *p);
+/* Threads the pool has started so far (for tests and statistics). */
+int64_t s3x_wpool_threads_started(s3x_wpool *p);
 
 /* Bytes per writeback request when the file is to be made durable: small
  * enough that the disk starts early and, while it keeps up, dirty pages do
@@ -41,7 +60,7 @@ typedef struct s3x_writer_stats {
  * writeback_window: after each such number of bytes written, start the
  * kernel's writeback of them (0 = never: the kernel writes back when it
  * likes, which is right when nothing will fsync the file). */
-int s3x_writer_start(s3x_writer **out, int fd, int max_queued, int64_t writeback_window);
+int s3x_writer_start(s3x_writer **out, s3x_wpool *pool, int fd, int max_queued, int64_t writeback_window);
 /* An empty buffer of S3X_WRITER_BUF bytes, or NULL when out of memory. */
 char *s3x_writer_buffer(s3x_writer *w);
 /* Gives back a buffer that was not submitted. */
@@ -52,14 +71,15 @@ void s3x_writer_release(s3x_writer *w, char *buf);
 int s3x_writer_submit(s3x_writer *w, char *buf, size_t len, int64_t off);
 /* The errno of a failed write so far, or 0 (does not wait). */
 int s3x_writer_error(s3x_writer *w);
-/* Ends the writer on its own thread, so the loop thread does not wait on the
+/* Ends the writer on a pool thread, so the loop thread does not wait on the
  * disk: every queued write, then an fsync of the file when sync, then
- * done(arg) on the writer thread (to wake the loop). Nothing may be submitted
+ * done(arg) on that thread (to wake the loop). Nothing may be submitted
  * afterwards; s3x_writer_finish then collects the outcome at once. */
 void s3x_writer_end_async(s3x_writer *w, int sync, void (*done)(void *), void *arg);
 /* 1 once the writer has ended (after s3x_writer_end_async), else 0. */
 int s3x_writer_ended(s3x_writer *w);
-/* Waits for every queued write, stops the thread, frees everything; returns
+/* Waits for every queued write, frees the writer (and its pool when it was a
+ * private one); returns
  * the errno of the first failed write, or 0. Accepts NULL. stats, when not
  * NULL, receives what the writer did (zeros for NULL w). */
 int s3x_writer_finish(s3x_writer *w, s3x_writer_stats *stats);

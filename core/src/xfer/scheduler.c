@@ -2,6 +2,7 @@
  * supplies. */
 #include "scheduler.h"
 #include "error.h"
+#include "filewriter.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,11 @@ void s3x_sched_init(s3x_sched *s, s3x_client *c, int max_conns) {
     memset(s, 0, sizeof *s);
     s->client = c;
     s->max_conns = max_conns > 0 ? max_conns : 1;
+}
+
+void s3x_sched_fini(s3x_sched *s) {
+    s3x_wpool_free(s->wpool);
+    s->wpool = NULL;
 }
 
 int s3x_sched_add(s3x_sched *s, s3x_transfer *t, const s3x_kind *kind, void *ctx, s3x_xfer *x, int nparts,

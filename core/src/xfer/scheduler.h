@@ -146,9 +146,18 @@ typedef struct s3x_sched {
      * turn's pass over the list; it may remove t (close it). */
     void (*on_end)(struct s3x_sched *s, s3x_transfer *t, void *payload);
     void *end_payload;
+    /* Writer threads shared by the file downloads run here (filewriter.h),
+     * made by the first; freed by s3x_sched_fini. */
+    struct s3x_wpool *wpool;
 } s3x_sched;
 
+/* At most this many writer threads per scheduler (fewer at lower concurrency). */
+#define S3X_WPOOL_MAX_THREADS 16
+
 void s3x_sched_init(s3x_sched *s, s3x_client *c, int max_conns);
+/* Frees what the scheduler itself holds (its writer threads), once every
+ * transfer on it has been closed. */
+void s3x_sched_fini(s3x_sched *s);
 
 /* Sets up t (parts zeroed, each knowing its transfer) and appends it to the
  * list. nparts: parts the kind may feed at once; nside: side parts after
