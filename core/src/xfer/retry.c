@@ -260,7 +260,15 @@ static void robust_on_success(s3x_fbt *f, double ttfb_ms) {
     /* The lift stays while answers confirm it (slower than the timeout
      * without it); an answer the old timeout would have let through says the
      * run of cuts was a tail after all. */
-    f->lift_ms *= ttfb_ms > f->base_ms ? S3X_FBT_LIFT_DECAY : S3X_FBT_LIFT_DROP;
+    if (ttfb_ms > f->base_ms) {
+        /* ... and follows them: the answers are the new normal, which the
+         * re-base below will learn after a few more. */
+        f->lift_ms *= S3X_FBT_LIFT_DECAY;
+        if (f->lift_ms > f->base_ms && S3X_FBT_LIFT_FOLLOW * ttfb_ms > f->lift_ms)
+            f->lift_ms = S3X_FBT_LIFT_FOLLOW * ttfb_ms;
+    } else {
+        f->lift_ms *= S3X_FBT_LIFT_DROP;
+    }
     robust_update(f);
     if (f->answered >= S3X_FBT_MIN_SAMPLES) {
         int64_t before = f->rebases;

@@ -32,6 +32,7 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_RAISE_AFTER 3     /* this many cuts in a row (no answer between): the server slowed down */
 #define S3X_FBT_LIFT_DECAY 0.95   /* the raised timeout gives way by this factor per answer above the unraised one */
 #define S3X_FBT_LIFT_DROP 0.5     /* ... and by this one per answer below it */
+#define S3X_FBT_LIFT_FOLLOW 2.0   /* a lifted timeout stays at least this many times an answer above the unraised one */
 #define S3X_FBT_BUDGET_BASE 8     /* cuts allowed at any time ... */
 #define S3X_FBT_BUDGET_SHARE 0.5  /* ... plus this share of the answered attempts */
 /* Before the first answers: a starting timeout, generous for a slow real
