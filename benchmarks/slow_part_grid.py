@@ -18,7 +18,13 @@ attempts differ between configurations (same share, other parts). Rounds use
 other seeds. Configurations are interleaved (their order rotates each round);
 cells report medians of the rounds.
 
-    benchmarks/slow_part_grid.py [--size 100MiB] [--part-size 5MiB] [--concurrency 4] [--runs 3]
+A 1% tail shows once per hundred part attempts: give the download (cheap) a
+larger object than the upload with --size-down; the re-sends table reports
+the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
+320MiB --runs 3 --no-legacy, 39 min on the shared 2-core machine).
+
+    benchmarks/slow_part_grid.py [--size 100MiB] [--size-up SIZE] [--size-down SIZE] [--part-size 5MiB]
+                                 [--concurrency 4] [--runs 3] [--no-legacy]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
                                  [--no-slowdown] [--out PREFIX]
