@@ -59,26 +59,42 @@ ctest-asan: asan
 install-check: build
 	@scripts/with-local-s3 scripts/check-install $(BUILD)
 
+# Two passes (tests/python/conftest.py, SERIAL_FILES): the files that do not
+# measure time or memory spread over PYTEST_JOBS pytest-xdist workers, whole
+# files per worker (most of a test's time is waiting on the server or a CLI
+# process, so two workers overlap well even on 2 cores); then the tests marked
+# serial, alone. "No test selected" (exit 5) in one pass is not a failure, so
+# PYTEST_ARGS can name a single file; PYTEST_JOBS=0 runs the first pass
+# without workers.
+PYTEST_JOBS ?= 2
 pytest: build
-	@scripts/with-local-s3 $(PY) -m pytest -q $(PYTEST_ARGS)
+	@rc=0; scripts/with-local-s3 $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist loadfile -m 'not serial' $(PYTEST_ARGS) \
+	  || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	  scripts/with-local-s3 $(PY) -m pytest -q -m serial $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	  exit $$rc
+
+# The two sanitizer passes below repeat tests the normal pytest already ran
+# at full size: the tests whose size is only volume (5,000 files, 300 MiB
+# objects) run smaller there, past the same thresholds (conftest.py, scale).
+ASAN_TEST_SCALE ?= 0.25
 
 # The CLI tests again against the sanitizer build: real transfers through the
 # engine under ASan/UBSan (a sanitizer report exits 86 and fails the test).
 pytest-asan-cli: build asan
-	@S3X_BUILD_DIR=$(ASAN_BUILD) ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+	@S3X_BUILD_DIR=$(ASAN_BUILD) S3X_TEST_SCALE=$(ASAN_TEST_SCALE) ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
 	  scripts/with-local-s3 $(PY) -m pytest -q tests/python/test_cli.py tests/python/test_cli_hardening.py tests/python/test_cli_json.py \
-	  tests/python/test_cli_bulk.py
+	  tests/python/test_cli_bulk.py $(ASAN_PYTEST_ARGS)
 
 # The Python API tests again in-process with an ASan/UBSan build of the module
 # (scripts/build-asan-module): the bindings' buffer handling under the sanitizers.
 pytest-asan-py: build
 	@eval "$$(scripts/build-asan-module --env $(ASAN_BUILD)-python)"; \
-	  LD_PRELOAD=$$S3X_ASAN_PRELOAD ASAN_OPTIONS=detect_leaks=0:exitcode=86 \
+	  LD_PRELOAD=$$S3X_ASAN_PRELOAD S3X_TEST_SCALE=$(ASAN_TEST_SCALE) ASAN_OPTIONS=detect_leaks=0:exitcode=86 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
 	  PYTHONPATH=$$S3X_ASAN_PYTHONPATH:$(ROOT)/tests scripts/with-local-s3 $(PY) -m pytest -q \
 	  tests/python/test_py_hardening.py tests/python/test_python_api.py tests/python/test_ops.py \
 	  tests/python/test_upload.py tests/python/test_download.py \
-	  tests/python/test_batch.py tests/python/test_bulk.py -k 'not peak_rss'
+	  tests/python/test_batch.py tests/python/test_bulk.py -k 'not peak_rss' $(ASAN_PYTEST_ARGS)
 
 test: ctest ctest-asan install-check pytest pytest-asan-cli pytest-asan-py
 
@@ -94,8 +110,23 @@ fuzz: fuzz-build
 	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_WORK) $(FUZZ_TARGETS)
 
 # For CI: a short fixed time per target; fails on a crash, never on time.
-fuzz-ci:
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=25
+# Each libFuzzer process uses one core, so the targets run in FUZZ_JOBS
+# groups at once (default: one per core, at most 2): each target still gets
+# its full FUZZ_CI_SECONDS, the phase takes about half as long on 2 cores.
+# Each group logs to a file of its own, printed whole at the end (no
+# interleaved failure reports).
+FUZZ_CI_SECONDS ?= 25
+FUZZ_JOBS ?= $(shell n=$$(nproc); [ $$n -gt 2 ] && n=2; echo $$n)
+fuzz-ci: fuzz-build
+	@t=($(FUZZ_TARGETS)); j=$(FUZZ_JOBS); mkdir -p $(FUZZ_WORK); rm -f $(FUZZ_WORK)/ci-group*.log; pids=(); \
+	  for ((g = 0; g < j; g++)); do \
+	    grp=(); for ((i = g; i < $${#t[@]}; i += j)); do grp+=("$${t[i]}"); done; \
+	    [ $${#grp[@]} -eq 0 ] && continue; \
+	    tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CI_SECONDS) $(FUZZ_WORK) "$${grp[@]}" > $(FUZZ_WORK)/ci-group$$g.log 2>&1 & \
+	    pids+=($$!); \
+	  done; \
+	  rc=0; for p in "$${pids[@]}"; do wait $$p || rc=1; done; \
+	  cat $(FUZZ_WORK)/ci-group*.log; exit $$rc
 
 # Only the corpus replays, under ASan/UBSan.
 fuzz-replay: asan

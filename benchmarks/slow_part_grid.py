@@ -18,7 +18,13 @@ attempts differ between configurations (same share, other parts). Rounds use
 other seeds. Configurations are interleaved (their order rotates each round);
 cells report medians of the rounds.
 
-    benchmarks/slow_part_grid.py [--size 100MiB] [--part-size 5MiB] [--concurrency 4] [--runs 3]
+A 1% tail shows once per hundred part attempts: give the download (cheap) a
+larger object than the upload with --size-down; the re-sends table reports
+the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
+320MiB --runs 3 --no-legacy, 39 min on the shared 2-core machine).
+
+    benchmarks/slow_part_grid.py [--size 100MiB] [--size-up SIZE] [--size-down SIZE] [--part-size 5MiB]
+                                 [--concurrency 4] [--runs 3] [--no-legacy]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
                                  [--no-slowdown] [--out PREFIX]
@@ -60,14 +66,17 @@ def _transfer(s3xfer, client, direction, bucket, path, out, size, cfg, progress=
 
 
 def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, cells, cfgs, runs,
-             max_attempts=10, log=None):
+             max_attempts=10, log=None, sizes=None):
     """Runs every cell (direction, fraction, delay) x configuration x round;
-    returns one record per transfer. fraction SLOWDOWN is the slow-down cell."""
+    returns one record per transfer. fraction SLOWDOWN is the slow-down cell.
+    sizes: {direction: (path, size)} where a direction moves another object
+    than (path, size) (a download is cheap, so it can have more parts)."""
     recs = []
     n_total = len(cells) * len(cfgs) * runs
     t0 = time.monotonic()
     for ci, (direction, fraction, delay) in enumerate(cells):
         kind = "upload_part" if direction == "upload" else "ranged_get"
+        dpath, dsize = (sizes or {}).get(direction, (path, size))
         if fraction == SLOWDOWN:
             slow_rules = [f"delay_first_byte:p=1,kind={kind},delay=0.3"]
         else:
@@ -81,12 +90,12 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                     proxy.set_rules([], seed=seed)
                     state = {"done": 0, "phase": 0}
 
-                    def progress(delta, state=state, slow_rules=slow_rules):
+                    def progress(delta, state=state, slow_rules=slow_rules, dsize=dsize):
                         # The server slows down for everyone in the middle of
                         # the transfer: the estimator has learned the healthy
                         # times by then, and must also come back down after.
                         state["done"] += delta
-                        share = state["done"] / size
+                        share = state["done"] / dsize
                         if state["phase"] == 0 and share >= SLOWDOWN_SPAN[0]:
                             state["phase"] = 1
                             proxy.set_rules(slow_rules)
@@ -103,9 +112,9 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                 cfg = s3xfer.TransferConfig(part_size=part, concurrency=concurrency, slow_part_timeout=knob,
                                             max_attempts=max_attempts)
                 rec = {"direction": direction, "fraction": fraction, "delay": delay, "config": label,
-                       "run": run, "ok": True}
+                       "run": run, "ok": True, "size": dsize, "parts": -(-dsize // part)}
                 try:
-                    r, secs = _transfer(s3xfer, client, direction, bucket, path, out, size, cfg, progress)
+                    r, secs = _transfer(s3xfer, client, direction, bucket, dpath, out, dsize, cfg, progress)
                     rec.update(seconds=secs, retries=r.retries, resends=r.retries_first_byte,
                                timeout_end_ms=r.slow_part_timeout_ms, requests=r.requests)
                 except s3xfer.S3xferError as e:  # a fixed timeout below every answer gives up
@@ -146,6 +155,7 @@ def summarize(recs, cfg_labels):
                            "retries": _median([r["retries"] for r in rs]),
                            "resends": _median([r["resends"] for r in rs]),
                            "held": _median([r["held"] for r in rs]),
+                           "held_total": sum(r["held"] for r in rs),
                            "timeout_end_ms": _median([r["timeout_end_ms"] for r in rs]),
                            "failed": sum(not r["ok"] for r in rs), "runs": len(rs)}
         fixed = {k: v for k, v in rows.items() if k.endswith(" ms")}
@@ -162,8 +172,10 @@ def summarize(recs, cfg_labels):
             goals[dyn] = {"vs_best": vs_best, "vs_off": vs_off, "retries_ratio": (dr / br) if br else None,
                           "within_15": vs_best <= 1.15, "not_worse_than_off": vs_off is None or vs_off <= 1.0,
                           "retries_ok": retries_ok}
+        every = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key]
         cells.append({"direction": key[0], "fraction": key[1], "delay": key[2], "rows": rows, "best_fixed": best,
-                      "goals": goals})
+                      "goals": goals, "held_total": sum(r["held"] for r in every), "transfers": len(every),
+                      "parts": every[0].get("parts") if every else None})
     return cells
 
 
@@ -194,12 +206,15 @@ def grid_table(cells, dyn="dynamic"):
 def resend_table(cells):
     """Per cell, the median re-sends (first-byte retries) of each configuration."""
     labels = list(cells[0]["rows"]) if cells else []
-    head = ["direction", "tail", "delay s", "held (off)"] + labels + ["dynamic timeout at end ms"]
+    head = ["direction", "tail", "delay s", "parts", "held (off)", "held per transfer", "held in all"] + labels + \
+        ["dynamic timeout at end ms"]
     out = []
     for c in cells:
         rows = c["rows"]
-        out.append([c["direction"], _fmt_frac(c["fraction"]), c["delay"],
-                    str(rows.get("off", {}).get("held", ""))] +
+        n = c.get("transfers") or 0
+        out.append([c["direction"], _fmt_frac(c["fraction"]), c["delay"], str(c.get("parts") or ""),
+                    str(rows.get("off", {}).get("held", "")),
+                    f"{c.get('held_total', 0) / n:.1f}" if n else "", str(c.get("held_total", ""))] +
                    ["fail" if r["failed"] == r["runs"] else str(r["resends"]) for r in rows.values()] +
                    [str(rows.get("dynamic", {}).get("timeout_end_ms", ""))])
     return head, out
@@ -226,6 +241,8 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="100MiB")
+    ap.add_argument("--size-up", default=None, help="the upload's object (default --size)")
+    ap.add_argument("--size-down", default=None, help="the download's object (default --size)")
     ap.add_argument("--part-size", default="5MiB")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
@@ -251,11 +268,22 @@ def main() -> int:
         direct.create_bucket(bucket)
     except s3xfer.ClientError:
         pass
-    path = os.path.join(benchlib.data_dir(), f"slowpart-{size}.bin")
-    if not os.path.exists(path) or os.path.getsize(path) != size:
-        with open(path, "wb") as f:
-            f.write(os.urandom(size))
-    direct.upload_file(path, bucket, "grid-down", config=s3xfer.TransferConfig(part_size=part))
+    def data_file(n):
+        p = os.path.join(benchlib.data_dir(), f"slowpart-{n}.bin")
+        if not os.path.exists(p) or os.path.getsize(p) != n:
+            with open(p, "wb") as f:
+                left = n
+                while left:
+                    k = min(left, 64 << 20)
+                    f.write(os.urandom(k))
+                    left -= k
+        return p
+
+    size_up = benchlib.parse_size(a.size_up) if a.size_up else size
+    size_down = benchlib.parse_size(a.size_down) if a.size_down else size
+    sizes = {"upload": (data_file(size_up), size_up), "download": (data_file(size_down), size_down)}
+    path = sizes["upload"][0]
+    direct.upload_file(sizes["download"][0], bucket, "grid-down", config=s3xfer.TransferConfig(part_size=part))
     out = os.path.join(benchlib.data_dir(), "slowpart-grid.out")
 
     cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy)
@@ -266,8 +294,8 @@ def main() -> int:
     load0 = os.getloadavg()
     try:
         client = s3xfer.Client(endpoint_url=proxy.url)
-        recs = run_grid(s3xfer, client, proxy, bucket, path, out, size, part, a.concurrency, cells, cfgs, a.runs,
-                        log=benchlib.log)
+        recs = run_grid(s3xfer, client, proxy, bucket, path, out, size_up, part, a.concurrency, cells, cfgs, a.runs,
+                        log=benchlib.log, sizes=sizes)
     finally:
         proxy.stop()
         if os.path.exists(out):
@@ -275,7 +303,8 @@ def main() -> int:
     took = time.monotonic() - t0
     load1 = os.getloadavg()
     summary = summarize(recs, [c[0] for c in cfgs])
-    hdr = (f"slow-part grid: {benchlib.human_size(size)} in {benchlib.human_size(part)} parts, concurrency "
+    hdr = (f"slow-part grid: uploads of {benchlib.human_size(size_up)}, downloads of {benchlib.human_size(size_down)}, "
+           f"in {benchlib.human_size(part)} parts, concurrency "
            f"{a.concurrency}, {a.runs} interleaved rounds, medians; {took / 60:.1f} min, load average "
            f"{load0[0]:.1f} at the start, {load1[0]:.1f} at the end; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     text = [hdr, "", "Wall seconds (median) and the goals for DYNAMIC (robust):", ""]
@@ -288,7 +317,8 @@ def main() -> int:
     print("\n".join(text))
     if a.out:
         benchlib.write_out(a.out, "\n".join(text), {"header": hdr, "records": recs, "cells": summary,
-                                                    "configs": [c[0] for c in cfgs], "size": size, "part": part,
+                                                    "configs": [c[0] for c in cfgs], "size": size_up, "size_down": size_down,
+                                                    "part": part,
                                                     "concurrency": a.concurrency, "runs": a.runs,
                                                     "load": [load0, load1]})
     return 0

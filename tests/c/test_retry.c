@@ -394,6 +394,8 @@ typedef struct sim_stats {
     int attempts, slow, cuts;
     int64_t t_min, t_max; /* timeouts in force over the measured stretch (0 excluded) */
     int zero;             /* attempts made with no timeout in force */
+    double base_max;      /* the largest timeout in force without a lift (the rule's own) */
+    int lifted;           /* attempts made while a lift was above the rule's timeout */
 } sim_stats;
 
 /* One attempt after another against a first-byte time drawn by gen: cut when
@@ -409,7 +411,9 @@ static void sim(s3x_fbt *f, s3x_rng *r, int n, double (*gen)(s3x_rng *, void *),
         st->attempts++;
         if (x > slow_ms) st->slow++;
         if (t == 0) st->zero++;
-        else {
+        else if (f->lift_ms > f->base_ms) st->lifted++;
+        else if (f->base_ms > st->base_max) st->base_max = f->base_ms;
+        if (t != 0) {
             if (t < st->t_min) st->t_min = t;
             if (t > st->t_max) st->t_max = t;
         }
@@ -507,12 +511,18 @@ static void test_robust_tails(void) {
         sim_stats warm, st;
         sim(&f, &r, 50, gen_mix, &cases[c].m, cases[c].m.hi, &warm);
         sim(&f, &r, 1000, gen_mix, &cases[c].m, cases[c].m.hi, &st);
-        printf("# %s: timeout %lld..%lld ms, %d cuts for %d slow of %d, %lld raises\n", cases[c].what,
-               (long long)st.t_min, (long long)st.t_max, st.cuts, st.slow, st.attempts, (long long)f.raises);
-        CHECK(st.zero == 0 && st.t_min >= cases[c].lo_ok && st.t_max <= cases[c].hi_ok,
-              "%s: timeout within %lld..%lld ms (saw %lld..%lld, %d attempts without)", cases[c].what,
-              (long long)cases[c].lo_ok, (long long)cases[c].hi_ok, (long long)st.t_min, (long long)st.t_max,
-              st.zero);
+        printf("# %s: timeout %lld..%lld ms, %d cuts for %d slow of %d, %lld raises, %d lifted, %lld re-bases\n",
+               cases[c].what, (long long)st.t_min, (long long)st.t_max, st.cuts, st.slow, st.attempts,
+               (long long)f.raises, st.lifted, (long long)f.rebases);
+        /* A run of three cuts in a row (a tail of 20% gives one now and then)
+         * lifts the timeout until the next answer below the unlifted one:
+         * the rule's own timeout must stay within bounds, and lifted attempts
+         * be few. */
+        CHECK(st.zero == 0 && st.t_min >= cases[c].lo_ok && st.base_max <= cases[c].hi_ok,
+              "%s: timeout within %lld..%lld ms (saw %lld..%.0f unlifted, %d attempts without)", cases[c].what,
+              (long long)cases[c].lo_ok, (long long)cases[c].hi_ok, (long long)st.t_min, st.base_max, st.zero);
+        CHECK(st.lifted <= st.attempts / 20, "%s: %d of %d attempts under a lift", cases[c].what, st.lifted,
+              st.attempts);
         /* Cuts: the slow draws, hardly any healthy one. */
         CHECK(st.cuts >= st.slow * 9 / 10 && st.cuts <= st.slow + st.slow / 10 + 2,
               "%s: %d cuts for %d slow attempts of %d", cases[c].what, st.cuts, st.slow, st.attempts);
@@ -569,12 +579,212 @@ static void test_robust_budget(void) {
     for (int i = 0; i < 10; i++) s3x_fbt_on_success(&f, 100, 50);
     int64_t t = s3x_fbt_current(&f);
     for (int i = 0; i < S3X_FBT_BUDGET_BASE + 6; i++) {
-        f.cut_rate = 0; /* isolate the budget from the slowdown rule */
+        f.run_of_cuts = 0; /* isolate the budget from the slowdown rule */
         s3x_fbt_on_timeout(&f, t);
     }
     CHECK_EQ(s3x_fbt_current(&f), 0, "14 cuts for 10 answers: past the budget, no timeout");
     for (int i = 0; i < 20; i++) s3x_fbt_on_success(&f, 100, 50);
     CHECK(s3x_fbt_current(&f) > 0, "answers reopen the budget");
+}
+
+/* ---- ROBUST with requests in flight ------------------------------------------
+ *
+ * The serial sim above sees one attempt at a time. A transfer has several in
+ * flight, and the scheduler checks each against the timeout in force at the
+ * moment (so a raise spares the requests still waiting). csim runs C slots:
+ * each sends an attempt, whose first byte comes gen() ms later, unless the
+ * timeout in force runs out first (a cut, re-sent at once in the same slot).
+ * gen gets the send time, so the first-byte times can change with the clock. */
+
+typedef double (*tgen)(s3x_rng *, double now_ms, void *);
+
+typedef struct csim_stats {
+    int answered, cuts, slow_cuts, healthy_cuts, slow;
+    double end_ms;
+} csim_stats;
+
+static void csim(s3x_fbt *f, s3x_rng *r, int conc, int n_answers, tgen gen, void *arg, double slow_ms,
+                 double *clock_ms, csim_stats *st) {
+    enum { MAXC = 16 };
+    double sent[MAXC], fb[MAXC];
+    memset(st, 0, sizeof *st);
+    double now = *clock_ms;
+    for (int i = 0; i < conc; i++) {
+        sent[i] = now;
+        fb[i] = gen(r, now, arg);
+    }
+    while (st->answered < n_answers) {
+        int64_t t = s3x_fbt_current(f);
+        int who = -1, cut = 0;
+        double when = INFINITY;
+        for (int i = 0; i < conc; i++) {
+            double a = sent[i] + fb[i];
+            if (a < when) when = a, who = i, cut = 0;
+            if (t > 0 && fb[i] > (double)t && sent[i] + (double)t < when) when = sent[i] + (double)t, who = i, cut = 1;
+        }
+        if (when < now) when = now; /* a timeout lowered below a request's age cuts it now */
+        now = when;
+        if (cut) {
+            st->cuts++;
+            if (fb[who] > slow_ms) st->slow_cuts++;
+            else st->healthy_cuts++;
+            s3x_fbt_on_timeout(f, t);
+        } else {
+            st->answered++;
+            if (fb[who] > slow_ms) st->slow++;
+            s3x_fbt_on_success(f, fb[who] + 50.0, fb[who]);
+        }
+        sent[who] = now;
+        fb[who] = gen(r, now, arg);
+    }
+    st->end_ms = now;
+    *clock_ms = now;
+}
+
+typedef struct tmix {
+    mix m;
+    double shift_from, shift_to; /* the shift applies to requests sent in [from, to) ms */
+    int first_held;              /* the first this many draws are held (a held probe / first wave) */
+    double held_ms;
+    int drawn;
+} tmix;
+
+static double gen_tmix(s3x_rng *r, double now, void *arg) {
+    tmix *m = arg;
+    if (m->drawn++ < m->first_held) return m->held_ms;
+    mix base = m->m;
+    base.shift = now >= m->shift_from && now < m->shift_to ? m->m.shift : 0;
+    return gen_mix(r, &base);
+}
+
+static void test_robust_start(void) {
+    s3x_fbt f;
+    /* No data yet: a download's parts get the starting timeout, an upload's
+     * one that grows with the part's body; OFF, FIXED and P90 are untouched. */
+    robust_init(&f, 4);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "ROBUST without a start: no timeout before answers");
+    s3x_fbt_start(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), (int64_t)S3X_FBT_START_MS, "ranged GETs: the starting timeout before any answer");
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 8 << 20);
+    CHECK_EQ(s3x_fbt_current(&f), (int64_t)S3X_FBT_START_MS + 1000,
+             "8 MiB upload parts: the start + 1 s for the body at 8 MiB/s");
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 64 << 20);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "64 MiB upload parts: a start above the 5 s ceiling is not applied");
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    s3x_fbt_start(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "P90: no starting timeout");
+    s3x_fbt_init_ex(&f, 2500, 4, S3X_FBT_ROBUST);
+    s3x_fbt_start(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), 2500, "FIXED: the start does not replace the knob");
+    s3x_fbt_init_ex(&f, S3X_SLOW_PART_OFF, 4, S3X_FBT_ROBUST);
+    s3x_fbt_start(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "OFF: the start does not apply");
+
+    /* Relative once answers come: never below twice the slowest of the
+     * first answers, then the median rule after MIN_SAMPLES. */
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 0);
+    s3x_fbt_on_success(&f, 900, 800);
+    CHECK_EQ(s3x_fbt_current(&f), 1600, "an 800 ms first answer: twice it");
+    for (int i = 0; i < S3X_FBT_MIN_SAMPLES; i++) s3x_fbt_on_success(&f, 100, 30);
+    CHECK_EQ(s3x_fbt_current(&f), (int64_t)S3X_FBT_MIN_MS, "after 6 answers: relative to them (the minimum here)");
+
+    /* A held probe (alone), then a held first wave: each cut at the start,
+     * not waited out; healthy answers of 20-60 ms are not cut. */
+    s3x_rng r;
+    s3x_rng_seed(&r, 31);
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 0);
+    tmix tm = {{20, 60, 0, 0, 0, 0}, 0, 0, 1, 10000, 0};
+    double clock = 0;
+    csim_stats st;
+    csim(&f, &r, 1, 1, gen_tmix, &tm, 1000, &clock, &st);
+    CHECK(st.cuts == 1 && st.slow_cuts == 1 && clock < 1100,
+          "a probe held 10 s: cut at the start (%d cuts), answered at %.0f ms", st.cuts, clock);
+    tm.first_held = tm.drawn + 3;
+    csim(&f, &r, 4, 100, gen_tmix, &tm, 1000, &clock, &st);
+    CHECK(st.slow_cuts == 3 && st.healthy_cuts == 0, "a first wave with 3 of 4 held: %d held cut, %d healthy cut",
+          st.slow_cuts, st.healthy_cuts);
+    CHECK(clock < 1000 + 1100 + 100 * 60 / 4 + 500, "... and the 100 answers done by %.0f ms", clock);
+
+    /* A slow real link: every answer takes 2.5 s, above the start. The
+     * start costs a few re-sends, bounded, then steps aside (twice the
+     * slowest answer is above the ceiling). */
+    s3x_rng_seed(&r, 32);
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 0);
+    tmix slow = {{2500, 2500, 0, 0, 0, 0}, 0, 0, 0, 0, 0};
+    clock = 0;
+    csim(&f, &r, 4, 200, gen_tmix, &slow, 1e9, &clock, &st);
+    printf("# slow link, 2.5 s answers: %d cuts for 200 answers, timeout at the end %lld ms\n", st.cuts,
+           (long long)s3x_fbt_current(&f));
+    CHECK(st.cuts <= S3X_FBT_BUDGET_BASE, "slow link: %d cuts, at most the budget's base", st.cuts);
+    CHECK_EQ(s3x_fbt_current(&f), 0, "slow link: no timeout once 2.5 s answers are the norm");
+}
+
+static void test_robust_shift(void) {
+    /* Four in flight; every first byte +300 ms for 3 s, then back (the grid's
+     * "server slows down for everyone"), over fast (10-30 ms) and slower,
+     * wider (20-150 ms) healthy answers. The first requests of the slowdown
+     * are cut, then the timeout must follow it: a handful of cuts, not one
+     * per request, and back down afterwards. */
+    s3x_fbt f;
+    s3x_rng r;
+    struct { double lo, hi; } healthy[] = {{10, 30}, {20, 150}};
+    for (int h = 0; h < 2; h++) {
+    s3x_rng_seed(&r, 41 + h);
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 0);
+    tmix tm = {{healthy[h].lo, healthy[h].hi, 0, 0, 0, 300}, 1e18, 1e18, 0, 0, 0};
+    double clock = 0;
+    csim_stats st;
+    csim(&f, &r, 4, 200, gen_tmix, &tm, 1e9, &clock, &st);
+    CHECK(st.cuts == 0, "healthy %.0f-%.0f ms: %d cuts", healthy[h].lo, healthy[h].hi, st.cuts);
+    int64_t before = s3x_fbt_current(&f);
+    CHECK(before < 300 + healthy[h].lo, "healthy: timeout %lld ms, below the slowed-down answers", (long long)before);
+    tm.shift_from = clock;
+    tm.shift_to = clock + 3000;
+    int64_t raises0 = f.raises, rebases0 = f.rebases;
+    csim(&f, &r, 4, 36, gen_tmix, &tm, 1e9, &clock, &st);
+    printf("# shift +300 ms over %.0f-%.0f ms: %d cuts in the first 36 answers, %lld raises, %lld re-bases, "
+           "timeout %lld ms\n", healthy[h].lo, healthy[h].hi, st.cuts, (long long)(f.raises - raises0),
+           (long long)(f.rebases - rebases0), (long long)s3x_fbt_current(&f));
+    CHECK(st.cuts <= 6, "shift: %d cuts (re-sends) at its start", st.cuts);
+    /* A re-base, or (with wide healthy answers, whose cuts fill the window
+     * sooner) the window itself, has learned the new normal. */
+    CHECK(f.median_ms > 300 + healthy[h].lo, "shift: the window's median %.0f ms is the new answers' (%lld re-bases)",
+          f.median_ms, (long long)(f.rebases - rebases0));
+    CHECK(s3x_fbt_current(&f) > 300 + healthy[h].hi, "shift: the timeout %lld ms is above the new answers",
+          (long long)s3x_fbt_current(&f));
+    int cuts = st.cuts;
+    while (clock < tm.shift_to) {
+        csim(&f, &r, 4, 4, gen_tmix, &tm, 1e9, &clock, &st);
+        cuts += st.cuts;
+    }
+    CHECK(cuts <= 6, "shift: %d cuts over the whole 3 s slowdown", cuts);
+    csim(&f, &r, 4, 40, gen_tmix, &tm, 1e9, &clock, &st);
+    CHECK(st.cuts == 0, "after: %d cuts", st.cuts);
+    CHECK(s3x_fbt_current(&f) <= before + 1, "after: the timeout came back down to %lld ms (%lld before)",
+          (long long)s3x_fbt_current(&f), (long long)before);
+    }
+
+    /* A tail is not a shift: 20% held 1-2 s with four in flight, the held
+     * ones cut, hardly a healthy one, no re-base. */
+    s3x_rng_seed(&r, 42);
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 0);
+    tmix tail = {{10, 30, 0.2, 1000, 2000, 0}, 0, 0, 0, 0, 0};
+    double clock = 0;
+    csim_stats st;
+    csim(&f, &r, 4, 1000, gen_tmix, &tail, 500, &clock, &st);
+    printf("# tail 20%% at 1-2 s, 4 in flight: %d cuts (%d held, %d healthy), %d held answered, %lld raises, "
+           "%lld re-bases\n", st.cuts, st.slow_cuts, st.healthy_cuts, st.slow, (long long)f.raises,
+           (long long)f.rebases);
+    CHECK(st.healthy_cuts == 0, "tail: %d healthy attempts cut", st.healthy_cuts);
+    CHECK(st.slow <= 2, "tail: %d held attempts waited out", st.slow);
+    CHECK(f.rebases == 0, "tail: %lld re-bases", (long long)f.rebases);
 }
 
 int main(void) {
@@ -590,5 +800,7 @@ int main(void) {
     test_robust_tails();
     test_robust_slowdown();
     test_robust_budget();
+    test_robust_start();
+    test_robust_shift();
     return tap_summary("test_retry");
 }

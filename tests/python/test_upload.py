@@ -93,8 +93,10 @@ def test_memory_buffered_copies_into_the_pool(client, boto, bucket):
 
 
 @pytest.mark.parametrize("source", ["file-buffered", "file-unbuffered", "pipe", "memory"])
-def test_large_upload(client, boto, bucket, tmp_path, source):
-    n = 300 * MiB + 12345
+def test_large_upload(client, boto, bucket, tmp_path, source, scale):
+    # Under the sanitizers (S3X_TEST_SCALE) smaller, still more 8 MiB parts
+    # than the concurrency of 8 and an odd tail.
+    n = scale(300 * MiB, at_least=80 * MiB) + 12345
     data = os.urandom(n)
     cfg = TransferConfig(part_size=8 * MiB, concurrency=8, checksum="crc32c",
                          buffer_strategy="buffered" if source == "file-buffered" else "auto")

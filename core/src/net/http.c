@@ -423,6 +423,13 @@ static void set_easy_options(s3x_client *c, s3x_http_req *r, int64_t decoded) {
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->params[S3X_PARAM_VERIFY_TLS] ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->params[S3X_PARAM_VERIFY_TLS] ? 2L : 0L);
     if (c->ca_bundle) curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_bundle);
+    /* TLS 1.3 suites in the order AWS's own clients (s2n) and Go ask for
+     * them: AES-128-GCM first. OpenSSL's default puts AES-256-GCM first,
+     * which costs about 10% more CPU per byte here (`openssl speed`: 3.7
+     * against 3.3 GB/s) for no protection S3 asks for. The server still picks;
+     * a backend without the option ignores it. */
+    curl_easy_setopt(e, CURLOPT_TLS13_CIPHERS,
+                     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
     curl_easy_setopt(e, CURLOPT_USERAGENT, "s3xfer/" S3XFER_VERSION);
 
     int has_body = r->body || r->read_fn || !strcmp(r->method, "PUT") || !strcmp(r->method, "POST");

@@ -120,15 +120,25 @@ static void p90_on_timeout(s3x_fbt *f, int64_t used_ms) {
  * to half the samples whatever their values, so a tail of 1-20% moves them
  * little, and the timeout lands a few spreads above the healthy mass.
  *
+ * Before the first answers there is nothing to be relative to, yet the first
+ * requests (a download's probe above all, which goes out alone) can be held
+ * like any other: a generous starting timeout cuts a held one after a second
+ * or two instead of waiting it out, and is long enough not to cut healthy
+ * answers on a slow link. It gives way to the relative rule after 6 answers.
+ *
  * A cut attempt enters the window at the timeout that cut it: it says "at
- * least this long", and censoring it there keeps the estimate honest when the
- * whole server slows down (more than half the window at the timeout pushes
- * the median, and so the timeout, up). That alone needs half a window of
- * cuts; the cut rate reacts sooner: when most recent attempts are cut, they
- * are not a tail, so the timeout doubles at once (the lift), and gives way
- * again as answers come back. A budget bounds the cuts to a share of the
- * answers, so a server that answers every attempt late is sent at most 8
- * plus half again as many requests as with no timeout. */
+ * least this long". When the whole server slows down, the cuts are not a
+ * tail: they come in a row, with no answer between them (a tail of 20% gives
+ * three in a row for about one cut in 25). Each cut of a run of three or more
+ * doubles the timeout at once (the lift), which also spares the requests
+ * still in flight, since the scheduler checks them against the timeout in
+ * force. The lift gives way as answers come back; before it has, the answers
+ * show the new normal: when most of the last 8 answers are far above the
+ * window's median (or far below it, once the server is fast again), the
+ * window is replaced by them (a re-base), so the timeout follows the shift
+ * instead of cutting it. A budget bounds the cuts to a share of the answers,
+ * so a server that answers every attempt late is sent at most 8 plus half
+ * again as many requests as with no timeout. */
 
 static void window_add(s3x_fbt *f, double v) {
     double *s = f->sorted;
@@ -181,20 +191,31 @@ static double kth_deviation(const double *s, int n, double m, int k) {
 static void robust_update(s3x_fbt *f) {
     int n = f->win_n;
     const double *s = f->sorted;
-    if (n == 0) return;
-    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-    double mad = n % 2 ? kth_deviation(s, n, m, n / 2)
-                       : (kth_deviation(s, n, m, n / 2 - 1) + kth_deviation(s, n, m, n / 2)) / 2;
-    f->median_ms = m;
-    f->spread_ms = 1.4826 * mad; /* the standard deviation, were the healthy times normal */
     f->timeout_ms = 0;
     f->timeout_exact_ms = 0;
-    if (f->answered < S3X_FBT_MIN_SAMPLES) return; /* too few to tell healthy from slow */
+    double m = 0;
+    if (n > 0) {
+        m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+        double mad = n % 2 ? kth_deviation(s, n, m, n / 2)
+                           : (kth_deviation(s, n, m, n / 2 - 1) + kth_deviation(s, n, m, n / 2)) / 2;
+        f->median_ms = m;
+        f->spread_ms = 1.4826 * mad; /* the standard deviation, were the healthy times normal */
+    }
     /* Cut no more than the budget: past it, waiting is cheaper than re-sending. */
     if ((double)f->cuts > S3X_FBT_BUDGET_BASE + S3X_FBT_BUDGET_SHARE * (double)f->answered) return;
-    double t = S3X_FBT_MIN_MS;
-    if (S3X_FBT_MEDIAN_MULT * m > t) t = S3X_FBT_MEDIAN_MULT * m;
-    if (m + S3X_FBT_SPREAD_MULT * f->spread_ms > t) t = m + S3X_FBT_SPREAD_MULT * f->spread_ms;
+    double t;
+    if (f->answered < S3X_FBT_MIN_SAMPLES) {
+        /* Too few answers to tell healthy from slow: the starting timeout,
+         * or none when the transfer has none. */
+        if (f->start_ms <= 0) return;
+        t = f->start_ms;
+        if (S3X_FBT_START_MULT * f->slowest_ms > t) t = S3X_FBT_START_MULT * f->slowest_ms;
+    } else {
+        t = S3X_FBT_MIN_MS;
+        if (S3X_FBT_MEDIAN_MULT * m > t) t = S3X_FBT_MEDIAN_MULT * m;
+        if (m + S3X_FBT_SPREAD_MULT * f->spread_ms > t) t = m + S3X_FBT_SPREAD_MULT * f->spread_ms;
+    }
+    f->base_ms = t;
     if (f->lift_ms > t) t = f->lift_ms;
     /* A server this slow to answer at all: a re-send would wait as long. The
      * timeout is suspended, not ended: answers keep coming and can bring it back. */
@@ -203,26 +224,76 @@ static void robust_update(s3x_fbt *f) {
     f->timeout_ms = (int64_t)llround(t);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Re-base when the last answers left the window's distribution as a whole:
+ * the k-th lowest of them above max(2 medians, median + 4 spreads), or the
+ * k-th highest below half the median. One slow answer, or a few out of 8 (a
+ * tail), does neither. The window then holds just those answers. */
+static void maybe_rebase(s3x_fbt *f) {
+    if (f->recent_n < S3X_FBT_RECENT || f->answered < S3X_FBT_MIN_SAMPLES + S3X_FBT_RECENT) return;
+    double r[S3X_FBT_RECENT];
+    memcpy(r, f->recent, sizeof r);
+    qsort(r, S3X_FBT_RECENT, sizeof r[0], cmp_double);
+    double m = f->median_ms, up = S3X_FBT_SHIFT_MULT * m;
+    if (m + 4.0 * f->spread_ms > up) up = m + 4.0 * f->spread_ms;
+    double lo_k = r[S3X_FBT_RECENT_K - 1], hi_k = r[S3X_FBT_RECENT - S3X_FBT_RECENT_K];
+    if (!(lo_k > up) && !(hi_k < m / S3X_FBT_SHIFT_MULT)) return;
+    f->win_n = 0;
+    f->win_pos = 0;
+    for (int i = 0; i < S3X_FBT_RECENT; i++)
+        window_add(f, f->recent[(f->recent_pos + i) % S3X_FBT_RECENT]); /* oldest first */
+    f->rebases++;
+}
+
 static void robust_on_success(s3x_fbt *f, double ttfb_ms) {
     f->answered++;
+    f->run_of_cuts = 0;
     window_add(f, ttfb_ms);
-    f->cut_rate *= 1.0 - S3X_FBT_CUT_ALPHA;
-    f->lift_ms *= S3X_FBT_LIFT_DECAY;
+    f->recent[f->recent_pos] = ttfb_ms;
+    f->recent_pos = (f->recent_pos + 1) % S3X_FBT_RECENT;
+    if (f->recent_n < S3X_FBT_RECENT) f->recent_n++;
+    if (f->answered <= S3X_FBT_MIN_SAMPLES && ttfb_ms > f->slowest_ms) f->slowest_ms = ttfb_ms;
+    /* The lift stays while answers confirm it (slower than the timeout
+     * without it); an answer the old timeout would have let through says the
+     * run of cuts was a tail after all. */
+    if (ttfb_ms > f->base_ms) {
+        /* ... and follows them: the answers are the new normal, which the
+         * re-base below will learn after a few more. */
+        f->lift_ms *= S3X_FBT_LIFT_DECAY;
+        if (f->lift_ms > f->base_ms && S3X_FBT_LIFT_FOLLOW * ttfb_ms > f->lift_ms)
+            f->lift_ms = S3X_FBT_LIFT_FOLLOW * ttfb_ms;
+    } else {
+        f->lift_ms *= S3X_FBT_LIFT_DROP;
+    }
     robust_update(f);
+    if (f->answered >= S3X_FBT_MIN_SAMPLES) {
+        int64_t before = f->rebases;
+        maybe_rebase(f);
+        if (f->rebases != before) robust_update(f);
+    }
 }
 
 static void robust_on_timeout(s3x_fbt *f, int64_t used_ms) {
     if (used_ms <= 0) return;
     f->cuts++;
+    f->run_of_cuts++;
     window_add(f, (double)used_ms);
-    f->cut_rate = f->cut_rate * (1.0 - S3X_FBT_CUT_ALPHA) + S3X_FBT_CUT_ALPHA;
-    /* Most recent attempts cut by the timeout in force (not an older, lower
-     * one still being reported): the server slowed down, not a tail. */
-    if (f->cut_rate > S3X_FBT_CUT_RAISE && used_ms >= f->timeout_ms) {
+    /* A run of cuts by the timeout in force (not an older, lower one still
+     * being reported): the server slowed down, not a tail. */
+    if (f->run_of_cuts >= S3X_FBT_RAISE_AFTER && used_ms >= f->timeout_ms) {
         f->lift_ms = 2.0 * (double)used_ms;
-        f->cut_rate = 0;
         f->raises++;
     }
+    robust_update(f);
+}
+
+void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes) {
+    if (f->mode != 2 || f->estimator != S3X_FBT_ROBUST) return;
+    f->start_ms = S3X_FBT_START_MS + (body_bytes > 0 ? 1000.0 * (double)body_bytes / S3X_FBT_START_RATE : 0);
     robust_update(f);
 }
 

@@ -25,15 +25,27 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 
 /* ROBUST: the window of recent first-byte times and the rule over it. */
 #define S3X_FBT_WINDOW 32         /* recent first-byte times kept (a cut counts as its timeout) */
-#define S3X_FBT_MIN_SAMPLES 6     /* answers needed before any timeout */
+#define S3X_FBT_MIN_SAMPLES 6     /* answers needed before the timeout is relative to them */
 #define S3X_FBT_MIN_MS 150.0      /* the timeout is never below this */
 #define S3X_FBT_MEDIAN_MULT 3.0   /* ... nor below this many medians */
 #define S3X_FBT_SPREAD_MULT 5.0   /* ... nor below median + this many robust standard deviations */
-#define S3X_FBT_CUT_ALPHA 0.25    /* weight of the latest attempt in the cut rate */
-#define S3X_FBT_CUT_RAISE 0.75    /* a cut rate above this: the server slowed down, double the timeout */
-#define S3X_FBT_LIFT_DECAY 0.95   /* the raised timeout gives way by this factor per answer */
+#define S3X_FBT_RAISE_AFTER 3     /* this many cuts in a row (no answer between): the server slowed down */
+#define S3X_FBT_LIFT_DECAY 0.95   /* the raised timeout gives way by this factor per answer above the unraised one */
+#define S3X_FBT_LIFT_DROP 0.5     /* ... and by this one per answer below it */
+#define S3X_FBT_LIFT_FOLLOW 2.0   /* a lifted timeout stays at least this many times an answer above the unraised one */
 #define S3X_FBT_BUDGET_BASE 8     /* cuts allowed at any time ... */
 #define S3X_FBT_BUDGET_SHARE 0.5  /* ... plus this share of the answered attempts */
+/* Before the first answers: a starting timeout, generous for a slow real
+ * link (a new connection's TCP and TLS handshakes over a long path and the
+ * server's think time), plus, for an upload part, the time to store its body
+ * at a low rate (the answer comes after the server has it). */
+#define S3X_FBT_START_MS 1000.0
+#define S3X_FBT_START_RATE (8.0 * 1024 * 1024) /* bytes per second */
+#define S3X_FBT_START_MULT 2.0    /* ... and never below this many times the slowest answer yet */
+/* Re-basing: the last few answers against the window. */
+#define S3X_FBT_RECENT 8          /* answers compared */
+#define S3X_FBT_RECENT_K 3        /* the k-th lowest (k-th highest) of them decides */
+#define S3X_FBT_SHIFT_MULT 2.0    /* above this many medians (and 4 spreads) ... : the server slowed down */
 
 typedef struct s3x_fbt {
     int mode;                 /* 0 off, 1 fixed, 2 dynamic */
@@ -56,15 +68,24 @@ typedef struct s3x_fbt {
     int win_n, win_pos;
     double median_ms, spread_ms;   /* of the window; spread = 1.4826 x MAD */
     double lift_ms;                /* raised after a burst of cuts, decays with answers */
-    double cut_rate;               /* moving share of attempts that were cut */
+    double base_ms;                /* the timeout the rule gives without the lift */
+    int run_of_cuts;               /* cuts since the last answer */
+    double start_ms;               /* the starting timeout, in force until MIN_SAMPLES answers; 0 = none */
+    double slowest_ms;             /* the slowest answer before MIN_SAMPLES */
+    double recent[S3X_FBT_RECENT]; /* the last answers (cuts not included), in arrival order */
+    int recent_n, recent_pos;
     int64_t answered, cuts;        /* attempts answered in time / cut, this run */
-    int64_t raises;                /* times the timeout was doubled for a slowdown */
+    int64_t raises;                /* times the timeout was doubled for a burst of cuts */
+    int64_t rebases;               /* times the window was replaced by the recent answers */
 } s3x_fbt;
 
 /* knob: S3X_SLOW_PART_OFF, S3X_SLOW_PART_DYNAMIC or a fixed timeout in ms.
  * The estimator is ROBUST unless S3X_FBT_ESTIMATOR=p90 is in the environment. */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
+/* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
+ * requests carry body_bytes each (0 for ranged GETs). */
+void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes);
 static inline int64_t s3x_fbt_current(const s3x_fbt *f) { return f->stopped ? 0 : f->timeout_ms; }
 /* A request finished well: its whole duration and its time to first byte
  * (for a request with a body, counted from when the body was sent). */

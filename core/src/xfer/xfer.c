@@ -55,6 +55,8 @@ void s3x_xfer_begin(s3x_xfer *x, s3x_result *res) {
     s3x_saved_error_free(&x->err);
     s3x_retry_state_init(&x->retry, (uintptr_t)x);
     s3x_fbt_init(&x->fbt, x->params[S3X_PARAM_SLOW_PART_TIMEOUT], x->params[S3X_PARAM_CONCURRENCY]);
+    /* DYNAMIC's starting timeout: an upload part's answer follows its body. */
+    s3x_fbt_start(&x->fbt, (x->scope & S3X_SCOPE_UPLOAD) ? x->params[S3X_PARAM_PART_SIZE] : 0);
     if (x->pool_ready && !x->batched) s3x_pool_reset_counters(&x->pool);
     res->concurrency = x->params[S3X_PARAM_CONCURRENCY];
 }
