@@ -71,7 +71,12 @@ def test_each_fault_upload_and_download(pclient, client, boto, bucket, proxy, tm
 def test_mixed_faults_large_transfer(pclient, client, boto, bucket, proxy, tmp_path):
     n = 200 * MiB + 7
     big = os.urandom(n)
-    proxy.set_rules(["slowdown_503:p=0.05", "reset_request:p=0.02,after=256K", "reset_response:p=0.02,after=256K",
+    # The random faults depend on the bucket's (random) name; about 0.3% of
+    # names drew none on the ~55 requests, and a CI run failed on that. One
+    # 503 for the first part and one for the first range make the retries
+    # certain in every run.
+    proxy.set_rules(["slowdown_503:kind=upload_part,times=1", "slowdown_503:kind=ranged_get,times=1",
+                     "slowdown_503:p=0.05", "reset_request:p=0.02,after=256K", "reset_response:p=0.02,after=256K",
                      "truncate_response:p=0.01,after=512K", "delay_first_byte:p=0.01,delay=0.5-1.5"])
     cfg = TransferConfig(part_size=8 * MiB, concurrency=8, max_attempts=10, checksum="crc32c")
     f = tmp_path / "big"
@@ -81,7 +86,7 @@ def test_mixed_faults_large_transfer(pclient, client, boto, bucket, proxy, tmp_p
     out = tmp_path / "out"
     d = pclient.download_file(bucket, "big", out, config=cfg)
     assert sha(out.read_bytes()) == sha(big)
-    assert r.retries + d.retries >= 1
+    assert r.retries >= 1 and d.retries >= 1
     proxy.set_rules([])
     assert sha(boto.get_object(Bucket=bucket, Key="big")["Body"].read()) == sha(big)
     assert client.list_multipart_uploads(bucket) == []
