@@ -290,13 +290,20 @@ def run_driver(env, build, args, timeout=1800, feed=None, hash_out=False):
     res_path = os.path.join(data_dir(), f"drv-{uuid.uuid4().hex}.json")
     m = measure([driver_python(), DRIVER, *args, "--result", res_path], env=driver_env(env, build),
                 timeout=timeout, feed=feed, hash_out=hash_out)
-    try:
-        with open(res_path) as f:
-            m["result"] = json.load(f)
-        os.unlink(res_path)
-    except (OSError, ValueError):
-        m["result"] = None
+    m["result"] = take_result(res_path)
     return m
+
+
+def take_result(path):
+    """A driver's JSON result file, read and removed; None when it wrote none
+    (or not JSON)."""
+    try:
+        with open(path) as f:
+            r = json.load(f)
+        os.unlink(path)
+        return r
+    except (OSError, ValueError):
+        return None
 
 
 # ---- small S3 admin through the s3xfer CLI --------------------------------------
@@ -352,6 +359,17 @@ def summarize(values):
     if not v:
         return None
     return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+
+
+def fmt_summary(s, spec="{:.2f}", span=False):
+    """A summarize() result as its median, with "(min–max)" when span and
+    there is more than one value; "" for None."""
+    if not s:
+        return ""
+    v = spec.format(s["median"])
+    if span and s["n"] > 1:
+        v += f" ({spec.format(s['min'])}–{spec.format(s['max'])})"
+    return v
 
 
 def rsd(values):

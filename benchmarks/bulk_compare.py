@@ -640,13 +640,7 @@ def summarize(w, runs):
     return s
 
 
-def fmt(s, spec="{:.2f}", span=False):
-    if not s:
-        return ""
-    v = spec.format(s["median"])
-    if span and s["n"] > 1:
-        v += f" ({spec.format(s['min'])}–{spec.format(s['max'])})"
-    return v
+fmt = B.fmt_summary
 
 
 def target_line(w):

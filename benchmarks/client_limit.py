@@ -196,12 +196,7 @@ def driver(ctx, wl, client, op, key, path, env):
             args += ["--ca", ctx.certs["ca"]]
     args += ["--result", res]
     m = measure(ctx, args, env=env)
-    try:
-        with open(res) as f:
-            m["result"] = json.load(f)
-        os.unlink(res)
-    except (OSError, ValueError):
-        m["result"] = None
+    m["result"] = B.take_result(res)
     r = m["result"] or {}
     if r.get("verify_s") is not None:
         # The driver's check of in-memory bytes is ours, not the client's.
@@ -435,12 +430,7 @@ def workload_title(wl):
 
 
 def fmt(s, spec="{:.0f}", span=True):
-    if not s:
-        return ""
-    v = spec.format(s["median"])
-    if span and s["n"] > 1:
-        v += f" ({spec.format(s['min'])}–{spec.format(s['max'])})"
-    return v
+    return B.fmt_summary(s, spec, span)
 
 
 def markdown(res):
