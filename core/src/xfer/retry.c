@@ -122,9 +122,11 @@ static void p90_on_timeout(s3x_fbt *f, int64_t used_ms) {
  *
  * Before the first answers there is nothing to be relative to, yet the first
  * requests (a download's probe above all, which goes out alone) can be held
- * like any other: a generous starting timeout cuts a held one after a second
- * or two instead of waiting it out, and is long enough not to cut healthy
- * answers on a slow link. It gives way to the relative rule after 6 answers.
+ * like any other: a starting timeout cuts a held one instead of waiting it
+ * out (300 ms for a ranged GET, a second or two for an upload part), and
+ * each cut before the first answer doubles it, so a slow link costs a few
+ * re-sends, not one per request. It gives way to the relative rule after 6
+ * answers.
  *
  * A cut attempt enters the window at the timeout that cut it: it says "at
  * least this long". When the whole server slows down, the cuts are not a
@@ -283,8 +285,11 @@ static void robust_on_timeout(s3x_fbt *f, int64_t used_ms) {
     f->run_of_cuts++;
     window_add(f, (double)used_ms);
     /* A run of cuts by the timeout in force (not an older, lower one still
-     * being reported): the server slowed down, not a tail. */
-    if (f->run_of_cuts >= S3X_FBT_RAISE_AFTER && used_ms >= f->timeout_ms) {
+     * being reported): the server slowed down, not a tail. Before the first
+     * answer every cut counts as such a run: nothing says the starting
+     * timeout suits this link, and a slow one must not be cut at it again
+     * and again (a held request re-sent answers at once and undoes it). */
+    if ((f->run_of_cuts >= S3X_FBT_RAISE_AFTER || f->answered == 0) && used_ms >= f->timeout_ms) {
         f->lift_ms = 2.0 * (double)used_ms;
         f->raises++;
     }
@@ -293,7 +298,8 @@ static void robust_on_timeout(s3x_fbt *f, int64_t used_ms) {
 
 void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes) {
     if (f->mode != 2 || f->estimator != S3X_FBT_ROBUST) return;
-    f->start_ms = S3X_FBT_START_MS + (body_bytes > 0 ? 1000.0 * (double)body_bytes / S3X_FBT_START_RATE : 0);
+    f->start_ms = body_bytes > 0 ? S3X_FBT_START_MS + 1000.0 * (double)body_bytes / S3X_FBT_START_RATE
+                                 : S3X_FBT_START_GET_MS;
     robust_update(f);
 }
 

@@ -35,11 +35,17 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_LIFT_FOLLOW 2.0   /* a lifted timeout stays at least this many times an answer above the unraised one */
 #define S3X_FBT_BUDGET_BASE 8     /* cuts allowed at any time ... */
 #define S3X_FBT_BUDGET_SHARE 0.5  /* ... plus this share of the answered attempts */
-/* Before the first answers: a starting timeout, generous for a slow real
- * link (a new connection's TCP and TLS handshakes over a long path and the
- * server's think time), plus, for an upload part, the time to store its body
- * at a low rate (the answer comes after the server has it). */
+/* Before the first answers: a starting timeout. An upload part's answer
+ * comes after the server has stored its body, so its start is generous (a
+ * new connection's TCP and TLS handshakes over a long path, the server's
+ * think time) plus the time to store the body at a low rate. A ranged GET
+ * has no body: its first byte is the server's think time (tens of ms to a
+ * few hundred on S3) plus, on a new connection, the handshakes. A cut GET
+ * costs only a re-send, and until the first answer each cut by the timeout
+ * in force doubles it, so a slow link climbs past its answers in a few cuts:
+ * the GET start can be short. */
 #define S3X_FBT_START_MS 1000.0
+#define S3X_FBT_START_GET_MS 300.0
 #define S3X_FBT_START_RATE (8.0 * 1024 * 1024) /* bytes per second */
 #define S3X_FBT_START_MULT 2.0    /* ... and never below this many times the slowest answer yet */
 /* Re-basing: the last few answers against the window. */
@@ -84,7 +90,7 @@ typedef struct s3x_fbt {
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 /* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
- * requests carry body_bytes each (0 for ranged GETs). */
+ * requests carry body_bytes each (0 for ranged GETs: S3X_FBT_START_GET_MS). */
 void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes);
 static inline int64_t s3x_fbt_current(const s3x_fbt *f) { return f->stopped ? 0 : f->timeout_ms; }
 /* A request finished well: its whole duration and its time to first byte
