@@ -603,6 +603,10 @@ typedef struct csim_stats {
     double end_ms;
 } csim_stats;
 
+/* When set, csim adds every answer to this carry (as s3x_xfer_learn does),
+ * under the key the fbt was resumed with. */
+static s3x_fbt_carry *csim_carry;
+
 static void csim(s3x_fbt *f, s3x_rng *r, int conc, int n_answers, tgen gen, void *arg, double slow_ms,
                  double *clock_ms, csim_stats *st) {
     enum { MAXC = 16 };
@@ -633,6 +637,7 @@ static void csim(s3x_fbt *f, s3x_rng *r, int conc, int n_answers, tgen gen, void
             st->answered++;
             if (fb[who] > slow_ms) st->slow++;
             s3x_fbt_on_success(f, fb[who] + 50.0, fb[who]);
+            if (csim_carry && f->carry_key) s3x_fbt_carry_add(csim_carry, f->carry_key, fb[who], now / 1000.0);
         }
         sent[who] = now;
         fb[who] = gen(r, now, arg);
@@ -814,6 +819,198 @@ static void test_robust_shift(void) {
     CHECK(f.rebases == 0, "tail: %lld re-bases", (long long)f.rebases);
 }
 
+/* ---- carried between transfers ------------------------------------------------ */
+
+static void test_carry_key(void) {
+    const char *ep = "http://127.0.0.1:9000";
+    uint64_t get = s3x_fbt_carry_key("GetObject", ep, "b", 0), up = s3x_fbt_carry_key("UploadPart", ep, "b", 5 << 20);
+    CHECK(get != up, "GETs and upload parts have their own keys");
+    CHECK(get != s3x_fbt_carry_key("GetObject", "http://127.0.0.1:9001", "b", 0), "another endpoint, another key");
+    CHECK(get != s3x_fbt_carry_key("GetObject", ep, "c", 0), "another bucket, another key");
+    CHECK(up == s3x_fbt_carry_key("UploadPart", ep, "b", 6 << 20), "5 and 6 MiB parts share a key (within 2x)");
+    CHECK(up != s3x_fbt_carry_key("UploadPart", ep, "b", 64 << 20), "64 MiB parts do not share 5 MiB parts' key");
+    CHECK(s3x_fbt_carry_key(NULL, NULL, NULL, 0) != 0, "never 0, even for empty fields");
+    CHECK(s3x_fbt_carry_key("ab", "c", "", 0) != s3x_fbt_carry_key("a", "bc", "", 0), "fields do not run together");
+
+    /* Slots: a new key takes a free slot, then the least recently used. */
+    static s3x_fbt_carry c;
+    memset(&c, 0, sizeof c);
+    for (int k = 1; k <= S3X_FBT_CARRY_KEYS; k++)
+        for (int i = 0; i < 40; i++) s3x_fbt_carry_add(&c, (uint64_t)k, 10.0 * k, 100.0 + k);
+    int kept = 1;
+    for (int k = 1; k <= S3X_FBT_CARRY_KEYS; k++) {
+        const s3x_fbt_carry_slot *sl = NULL;
+        for (int i = 0; i < S3X_FBT_CARRY_KEYS; i++)
+            if (c.slot[i].key == (uint64_t)k) sl = &c.slot[i];
+        if (!sl || sl->n != S3X_FBT_WINDOW || sl->ring[0] != 10.0 * k) kept = 0;
+    }
+    CHECK(kept, "%d keys kept side by side, %d answers each", S3X_FBT_CARRY_KEYS, S3X_FBT_WINDOW);
+    s3x_fbt_carry_add(&c, 99, 5.0, 200.0);
+    int has1 = 0, has99 = 0;
+    for (int i = 0; i < S3X_FBT_CARRY_KEYS; i++) {
+        has1 |= c.slot[i].key == 1;
+        has99 |= c.slot[i].key == 99 && c.slot[i].n == 1;
+    }
+    CHECK(has99 && !has1, "a 9th key replaces the least recently used one");
+}
+
+static void test_carry(void) {
+    static s3x_fbt_carry c;
+    memset(&c, 0, sizeof c);
+    uint64_t key = s3x_fbt_carry_key("GetObject", "http://127.0.0.1:9000", "b", 0);
+    s3x_rng r;
+    s3x_rng_seed(&r, 51);
+    csim_stats st;
+    csim_carry = &c;
+
+    /* OFF, FIXED, P90 and S3X_FBT_CARRY=off neither read nor write it. */
+    s3x_fbt f;
+    s3x_fbt_init_ex(&f, S3X_SLOW_PART_OFF, 4, S3X_FBT_ROBUST);
+    s3x_fbt_resume(&f, &c, key, 0);
+    CHECK(f.carry_key == 0 && f.carry_tried, "OFF: no carry");
+    s3x_fbt_init_ex(&f, 800, 4, S3X_FBT_ROBUST);
+    s3x_fbt_resume(&f, &c, key, 0);
+    CHECK(f.carry_key == 0, "FIXED: no carry");
+    p90_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    s3x_fbt_resume(&f, &c, key, 0);
+    CHECK(f.carry_key == 0, "P90: no carry");
+    robust_init(&f, 4);
+    f.no_carry = 1;
+    s3x_fbt_resume(&f, &c, key, 0);
+    CHECK(f.carry_key == 0, "S3X_FBT_CARRY=off: no carry");
+
+    /* A first transfer learns on its own (20-60 ms answers) and leaves
+     * its answers behind; the next one starts from them: relative from its
+     * first request, so a held probe is cut at the learned timeout, not at
+     * the starting one. */
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 0);
+    s3x_fbt_resume(&f, &c, key, 0);
+    CHECK(f.carry_key == key && f.carried == 0, "a first transfer: keyed, nothing carried in");
+    tmix tm = {{20, 60, 0, 0, 0, 0}, 0, 0, 0, 0, 0};
+    double clock = 0;
+    csim(&f, &r, 4, 100, gen_tmix, &tm, 1e9, &clock, &st);
+    CHECK(st.cuts == 0, "first transfer: %d cuts", st.cuts);
+    int64_t learned = s3x_fbt_current(&f);
+
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 0);
+    CHECK_EQ(s3x_fbt_current(&f), (int64_t)S3X_FBT_START_GET_MS, "second transfer before resuming: the start");
+    s3x_fbt_resume(&f, &c, key, clock / 1000.0 + 1);
+    CHECK_EQ(f.carried, S3X_FBT_WINDOW, "second transfer: the last 32 answers carried in");
+    CHECK_EQ(s3x_fbt_current(&f), learned, "second transfer: the first transfer's timeout from its first request");
+    tm.first_held = tm.drawn + 1;
+    tm.held_ms = 10000;
+    double t0 = clock + 1000;
+    clock = t0;
+    csim(&f, &r, 1, 1, gen_tmix, &tm, 1000, &clock, &st);
+    CHECK(st.slow_cuts == 1 && clock - t0 < (double)learned + 100,
+          "a held probe cut at the learned %lld ms: answered after %.0f ms", (long long)learned, clock - t0);
+
+    /* Another kind (upload parts) or another endpoint does not inherit it. */
+    s3x_fbt g;
+    robust_init(&g, 4);
+    s3x_fbt_start(&g, 5 << 20);
+    s3x_fbt_resume(&g, &c, s3x_fbt_carry_key("UploadPart", "http://127.0.0.1:9000", "b", 5 << 20), clock / 1000.0);
+    CHECK(g.carried == 0 && s3x_fbt_current(&g) == (int64_t)(S3X_FBT_START_MS + 625),
+          "upload parts: nothing carried from GETs, the upload start (%lld ms)", (long long)s3x_fbt_current(&g));
+    robust_init(&g, 4);
+    s3x_fbt_start(&g, 0);
+    s3x_fbt_resume(&g, &c, s3x_fbt_carry_key("GetObject", "https://s3.example.com", "b", 0), clock / 1000.0);
+    CHECK(g.carried == 0 && s3x_fbt_current(&g) == (int64_t)S3X_FBT_START_GET_MS, "another endpoint: the start");
+
+    /* Stale: a client idle for longer than the age limit starts afresh,
+     * and the old answers are gone for good. */
+    robust_init(&g, 4);
+    s3x_fbt_start(&g, 0);
+    s3x_fbt_resume(&g, &c, key, clock / 1000.0 + S3X_FBT_CARRY_MAX_AGE_S + 1);
+    CHECK(g.carried == 0 && s3x_fbt_current(&g) == (int64_t)S3X_FBT_START_GET_MS,
+          "idle past the age limit: the start, nothing carried");
+    robust_init(&g, 4);
+    s3x_fbt_resume(&g, &c, key, clock / 1000.0 + 1);
+    CHECK_EQ(g.carried, 0, "... and the stale answers were dropped");
+    csim_carry = NULL;
+}
+
+/* The server changed between two transfers: the carried answers are stale.
+ * The next transfer must follow the change as it would within a transfer
+ * (cuts in a row lift, its own answers re-base), with few re-sends, and
+ * with a 20% tail carried it must cut the held attempts from its start. */
+static void test_carry_stale(void) {
+    static s3x_fbt_carry c;
+    struct {
+        const char *what;
+        double lo1, hi1, lo2, hi2;
+        int64_t body;
+        int max_cuts;
+    } cases[] = {
+        {"GETs, 10-30 ms then 400-500 ms", 10, 30, 400, 500, 0, 6},
+        {"GETs, 10-30 ms then 2.4-2.6 s", 10, 30, 2400, 2600, 0, 8},
+        {"GETs, 300-500 ms then 10-30 ms", 300, 500, 10, 30, 0, 0},
+        {"uploads, 100-300 ms then 0.6-1.2 s", 100, 300, 600, 1200, 8 << 20, 6},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&c, 0, sizeof c);
+        csim_carry = &c;
+        uint64_t key = s3x_fbt_carry_key(cases[i].body ? "UploadPart" : "GetObject", "e", "b", cases[i].body);
+        s3x_rng r;
+        s3x_rng_seed(&r, 61 + i);
+        s3x_fbt f;
+        robust_init(&f, 4);
+        s3x_fbt_start(&f, cases[i].body);
+        s3x_fbt_resume(&f, &c, key, 0);
+        tmix tm = {{cases[i].lo1, cases[i].hi1, 0, 0, 0, 0}, 0, 0, 0, 0, 0};
+        double clock = 0;
+        csim_stats st;
+        csim(&f, &r, 4, 100, gen_tmix, &tm, 1e9, &clock, &st);
+        robust_init(&f, 4);
+        s3x_fbt_start(&f, cases[i].body);
+        s3x_fbt_resume(&f, &c, key, clock / 1000.0 + 10);
+        tmix now = {{cases[i].lo2, cases[i].hi2, 0, 0, 0, 0}, 0, 0, 0, 0, 0};
+        csim(&f, &r, 4, 40, gen_tmix, &now, 1e9, &clock, &st);
+        int first = st.cuts;
+        csim(&f, &r, 4, 100, gen_tmix, &now, 1e9, &clock, &st);
+        printf("# carried stale, %s: %d cuts in the first 40 answers, %d in the next 100, timeout %lld ms, "
+               "%lld raises, %lld re-bases\n", cases[i].what, first, st.cuts, (long long)s3x_fbt_current(&f),
+               (long long)f.raises, (long long)f.rebases);
+        CHECK(first <= cases[i].max_cuts, "stale carry, %s: %d cuts in the first 40 answers, at most %d",
+              cases[i].what, first, cases[i].max_cuts);
+        CHECK(st.cuts == 0, "stale carry, %s: %d cuts in the next 100", cases[i].what, st.cuts);
+        if (cases[i].lo2 < cases[i].lo1)
+            CHECK(s3x_fbt_current(&f) <= 200, "stale carry, %s: the timeout came down to %lld ms", cases[i].what,
+                  (long long)s3x_fbt_current(&f));
+    }
+
+    /* A 20% tail at 1-2 s over 10-30 ms, one transfer after another: from
+     * the second on, held attempts are cut from the first request, healthy
+     * ones never. */
+    memset(&c, 0, sizeof c);
+    csim_carry = &c;
+    uint64_t key = s3x_fbt_carry_key("GetObject", "e", "b", 0);
+    s3x_rng r;
+    s3x_rng_seed(&r, 71);
+    double clock = 0;
+    int healthy = 0, waited = 0, slow_cuts = 0;
+    for (int n = 0; n < 10; n++) {
+        s3x_fbt f;
+        robust_init(&f, 4);
+        s3x_fbt_start(&f, 0);
+        s3x_fbt_resume(&f, &c, key, clock / 1000.0);
+        if (n > 0) CHECK(s3x_fbt_current(&f) <= 200, "tail, transfer %d: starts at %lld ms", n,
+                         (long long)s3x_fbt_current(&f));
+        tmix tail = {{10, 30, 0.2, 1000, 2000, 0}, 0, 0, 0, 0, 0};
+        csim_stats st;
+        csim(&f, &r, 4, 60, gen_tmix, &tail, 500, &clock, &st);
+        healthy += st.healthy_cuts;
+        waited += st.slow;
+        slow_cuts += st.slow_cuts;
+    }
+    printf("# tail 20%% over 10 transfers: %d held cut, %d healthy cut, %d held waited out\n", slow_cuts, healthy,
+           waited);
+    CHECK(healthy == 0 && waited == 0, "tail over 10 transfers: %d healthy cut, %d held waited out", healthy, waited);
+    csim_carry = NULL;
+}
+
 int main(void) {
     test_rng();
     test_backoff();
@@ -829,5 +1026,8 @@ int main(void) {
     test_robust_budget();
     test_robust_start();
     test_robust_shift();
+    test_carry_key();
+    test_carry();
+    test_carry_stale();
     return tap_summary("test_retry");
 }

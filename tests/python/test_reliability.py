@@ -250,6 +250,44 @@ def test_dynamic_timeout_lands_below_a_heavy_tail(pclient, client, tail_bucket, 
     assert d.retries_first_byte >= held - 4, (d.retries_first_byte, held)
 
 
+@pytest.fixture
+def carry_bucket(boto):
+    """A bucket of this test's own: what DYNAMIC carries is keyed by bucket."""
+    from conftest import _empty_bucket
+    name = "s3xfer-fbt-carry"
+    _empty_bucket(boto, name)
+    boto.create_bucket(Bucket=name)
+    yield name
+    _empty_bucket(boto, name)
+
+
+def test_dynamic_timeout_carries_to_the_next_transfer(pclient, client, carry_bucket, proxy, tmp_path,
+                                                      monkeypatch):
+    """Every ranged GET answers 400 ms late: a client's first DYNAMIC download
+    cuts its probe at the 300 ms starting timeout (then learns); its next
+    download starts from what the first learned and cuts nothing; with the
+    carry turned off (S3X_FBT_CARRY=off, for benchmarks) it cuts again."""
+    bucket = carry_bucket
+    big = os.urandom(12 * P)
+    client.upload_bytes(big, bucket, "c", config=TransferConfig(part_size=P))
+    proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=0.4"])
+    out = tmp_path / "out"
+    cfg = TransferConfig(part_size=P, concurrency=4, slow_part_timeout="dynamic")
+    # one thread: every transfer runs on the same native handle, which
+    # carries what its transfers learned
+    first = pclient.download_file(bucket, "c", out, config=cfg)
+    assert sha(out.read_bytes()) == sha(big)
+    assert first.retries_first_byte >= 1, first.retries_first_byte
+    second = pclient.download_file(bucket, "c", out, config=cfg)
+    assert sha(out.read_bytes()) == sha(big)
+    assert second.retries_first_byte == 0, second.retries_first_byte
+    assert second.slow_part_timeout_ms > 400, second.slow_part_timeout_ms
+    monkeypatch.setenv("S3X_FBT_CARRY", "off")
+    fresh = pclient.download_file(bucket, "c", out, config=cfg)
+    assert sha(out.read_bytes()) == sha(big)
+    assert fresh.retries_first_byte >= 1, fresh.retries_first_byte
+
+
 def test_server_gone_for_good(pclient, client, bucket, proxy, tmp_path):
     client.upload_bytes(os.urandom(4 * P), bucket, "k", config=TransferConfig(part_size=P))
     proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=0.3"])

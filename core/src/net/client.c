@@ -106,6 +106,7 @@ void s3x_client_free(s3x_client *c) {
     for (int i = 0; i < S3X_CLIENT_OPT__COUNT; i++) s3x_free_secret(c->opt[i]);
     s3x_wipe(c->sign_key, sizeof c->sign_key);
     pthread_mutex_destroy(&c->cred_mu);
+    free(c->fbt_carry);
     free(c);
 }
 

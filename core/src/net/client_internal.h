@@ -52,6 +52,9 @@ struct s3x_client {
     s3x_ratelimit rate;   /* adaptive request rate, shared by every transfer on this client */
     s3x_retry_state retry;  /* the single operations' jitter and retry budget (ops.c) */
     int retry_ready;        /* retry is seeded */
+    /* What the slow-part timeout learned, carried to the next transfers
+     * (xfer/retry.h; made by the first DYNAMIC transfer, plain memory). */
+    struct s3x_fbt_carry *fbt_carry;
 };
 
 #define S3X_MAX_QUERY 8

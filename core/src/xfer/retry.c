@@ -7,8 +7,9 @@
 
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     /* The old estimator stays reachable for side-by-side benchmarks only. */
-    const char *e = getenv("S3X_FBT_ESTIMATOR");
+    const char *e = getenv("S3X_FBT_ESTIMATOR"), *carry = getenv("S3X_FBT_CARRY");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
+    f->no_carry = carry && !strcmp(carry, "off");
 }
 
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator) {
@@ -206,7 +207,7 @@ static void robust_update(s3x_fbt *f) {
     /* Cut no more than the budget: past it, waiting is cheaper than re-sending. */
     if ((double)f->cuts > S3X_FBT_BUDGET_BASE + S3X_FBT_BUDGET_SHARE * (double)f->answered) return;
     double t;
-    if (f->answered < S3X_FBT_MIN_SAMPLES) {
+    if (f->samples < S3X_FBT_MIN_SAMPLES) {
         /* Too few answers to tell healthy from slow: the starting timeout,
          * or none when the transfer has none. */
         if (f->start_ms <= 0) return;
@@ -236,7 +237,7 @@ static int cmp_double(const void *a, const void *b) {
  * k-th highest below half the median. One slow answer, or a few out of 8 (a
  * tail), does neither. The window then holds just those answers. */
 static void maybe_rebase(s3x_fbt *f) {
-    if (f->recent_n < S3X_FBT_RECENT || f->answered < S3X_FBT_MIN_SAMPLES + S3X_FBT_RECENT) return;
+    if (f->recent_n < S3X_FBT_RECENT || f->samples < S3X_FBT_MIN_SAMPLES + S3X_FBT_RECENT) return;
     double r[S3X_FBT_RECENT];
     memcpy(r, f->recent, sizeof r);
     qsort(r, S3X_FBT_RECENT, sizeof r[0], cmp_double);
@@ -253,12 +254,13 @@ static void maybe_rebase(s3x_fbt *f) {
 
 static void robust_on_success(s3x_fbt *f, double ttfb_ms) {
     f->answered++;
+    f->samples++;
     f->run_of_cuts = 0;
     window_add(f, ttfb_ms);
     f->recent[f->recent_pos] = ttfb_ms;
     f->recent_pos = (f->recent_pos + 1) % S3X_FBT_RECENT;
     if (f->recent_n < S3X_FBT_RECENT) f->recent_n++;
-    if (f->answered <= S3X_FBT_MIN_SAMPLES && ttfb_ms > f->slowest_ms) f->slowest_ms = ttfb_ms;
+    if (f->samples <= S3X_FBT_MIN_SAMPLES && ttfb_ms > f->slowest_ms) f->slowest_ms = ttfb_ms;
     /* The lift stays while answers confirm it (slower than the timeout
      * without it); an answer the old timeout would have let through says the
      * run of cuts was a tail after all. */
@@ -272,7 +274,7 @@ static void robust_on_success(s3x_fbt *f, double ttfb_ms) {
         f->lift_ms *= S3X_FBT_LIFT_DROP;
     }
     robust_update(f);
-    if (f->answered >= S3X_FBT_MIN_SAMPLES) {
+    if (f->samples >= S3X_FBT_MIN_SAMPLES) {
         int64_t before = f->rebases;
         maybe_rebase(f);
         if (f->rebases != before) robust_update(f);
@@ -289,7 +291,7 @@ static void robust_on_timeout(s3x_fbt *f, int64_t used_ms) {
      * answer every cut counts as such a run: nothing says the starting
      * timeout suits this link, and a slow one must not be cut at it again
      * and again (a held request re-sent answers at once and undoes it). */
-    if ((f->run_of_cuts >= S3X_FBT_RAISE_AFTER || f->answered == 0) && used_ms >= f->timeout_ms) {
+    if ((f->run_of_cuts >= S3X_FBT_RAISE_AFTER || f->samples == 0) && used_ms >= f->timeout_ms) {
         f->lift_ms = 2.0 * (double)used_ms;
         f->raises++;
     }
@@ -300,6 +302,81 @@ void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes) {
     if (f->mode != 2 || f->estimator != S3X_FBT_ROBUST) return;
     f->start_ms = body_bytes > 0 ? S3X_FBT_START_MS + 1000.0 * (double)body_bytes / S3X_FBT_START_RATE
                                  : S3X_FBT_START_GET_MS;
+    robust_update(f);
+}
+
+/* ---- carried between transfers -------------------------------------------------
+ *
+ * Why: a transfer's first requests (a download's probe, the first wave)
+ * come before it has answers of its own, so they wait up to the starting
+ * timeout where a tuned one cuts them at once; the client's earlier
+ * transfers to the same place have answered many. Their last answers seed
+ * the window, so the timeout is relative from the first request. What the
+ * server did since is learned the way a change within a transfer is: a run
+ * of three cuts lifts the timeout and the last 8 answers of this run
+ * re-base the window; the budget counts this run's cuts and answers only,
+ * so a stale carry cannot cost more re-sends than a transfer's own
+ * learning can. Carried answers are kept for S3X_FBT_CARRY_MAX_AGE_S: a
+ * client idle for longer starts from the starting timeout again. Cuts are
+ * not carried (they say how the last timeout did, not how the server
+ * answers). */
+
+uint64_t s3x_fbt_carry_key(const char *op, const char *endpoint, const char *bucket, int64_t body_bytes) {
+    /* FNV-1a over the fields, each ended by a 0 byte; a collision between
+     * two kinds would only give one the other's starting point. */
+    uint64_t h = 1469598103934665603ull;
+    const char *parts[] = {op ? op : "", endpoint ? endpoint : "", bucket ? bucket : ""};
+    for (int i = 0; i < 3; i++) {
+        for (const unsigned char *q = (const unsigned char *)parts[i];; q++) {
+            h = (h ^ *q) * 1099511628211ull;
+            if (!*q) break;
+        }
+    }
+    int size_class = 0; /* floor(log2(body_bytes)) + 1, 0 without a body */
+    for (int64_t b = body_bytes; b > 0; b >>= 1) size_class++;
+    h = (h ^ (uint64_t)size_class) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static s3x_fbt_carry_slot *carry_find(s3x_fbt_carry *c, uint64_t key) {
+    for (int i = 0; i < S3X_FBT_CARRY_KEYS; i++)
+        if (c->slot[i].key == key) return &c->slot[i];
+    return NULL;
+}
+
+void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double now_s) {
+    if (!c || !key) return;
+    s3x_fbt_carry_slot *s = carry_find(c, key);
+    if (!s) {
+        s = &c->slot[0];
+        for (int i = 0; i < S3X_FBT_CARRY_KEYS && s->key; i++)
+            if (!c->slot[i].key || c->slot[i].last_s < s->last_s) s = &c->slot[i];
+        memset(s, 0, sizeof *s);
+        s->key = key;
+    }
+    s->ring[s->pos] = ttfb_ms < 0 ? 0 : ttfb_ms;
+    s->pos = (s->pos + 1) % S3X_FBT_WINDOW;
+    if (s->n < S3X_FBT_WINDOW) s->n++;
+    s->last_s = now_s;
+}
+
+void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s) {
+    f->carry_tried = 1;
+    if (f->mode != 2 || f->estimator != S3X_FBT_ROBUST || f->no_carry || !c || !key) return;
+    f->carry_key = key;
+    s3x_fbt_carry_slot *s = carry_find(c, key);
+    if (!s || s->n == 0) return;
+    if (now_s - s->last_s > S3X_FBT_CARRY_MAX_AGE_S) {
+        s->n = s->pos = 0; /* stale: this run starts afresh and refills it */
+        return;
+    }
+    for (int i = 0; i < s->n; i++) {
+        double v = s->ring[(s->pos - s->n + i + S3X_FBT_WINDOW) % S3X_FBT_WINDOW]; /* oldest first */
+        window_add(f, v);
+        if (f->samples < S3X_FBT_MIN_SAMPLES && v > f->slowest_ms) f->slowest_ms = v;
+        f->samples++;
+        f->carried++;
+    }
     robust_update(f);
 }
 

@@ -53,6 +53,30 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_RECENT_K 3        /* the k-th lowest (k-th highest) of them decides */
 #define S3X_FBT_SHIFT_MULT 2.0    /* above this many medians (and 4 spreads) ... : the server slowed down */
 
+/* Carried between transfers: a client keeps, per kind of part request, the
+ * last answers of its DYNAMIC transfers, and its next transfer of that kind
+ * starts from them instead of the starting timeout (docs/reliability.md).
+ * The key is the request's operation (UploadPart, GetObject, ...), the
+ * client's endpoint, the bucket and the part's body size within a factor of
+ * two (an upload part's answer follows the storing of its body), so another
+ * endpoint, bucket or kind of request starts afresh. */
+#define S3X_FBT_CARRY_KEYS 8           /* kinds remembered; the least recently used gives way */
+#define S3X_FBT_CARRY_MAX_AGE_S 300.0  /* answers older than this are not carried */
+
+typedef struct s3x_fbt_carry_slot {
+    uint64_t key;                 /* 0: free */
+    double ring[S3X_FBT_WINDOW];  /* the last answers (first-byte ms), arrival order */
+    int n, pos;
+    double last_s;                /* when the last of them came (the caller's clock, seconds) */
+} s3x_fbt_carry_slot;
+
+/* One per client (plain memory: the client frees it). Only the thread that
+ * drives the client's transfers touches it (client.h: one thread uses a
+ * client at a time; a batch's transfers all run on its loop's thread). */
+typedef struct s3x_fbt_carry {
+    s3x_fbt_carry_slot slot[S3X_FBT_CARRY_KEYS];
+} s3x_fbt_carry;
+
 typedef struct s3x_fbt {
     int mode;                 /* 0 off, 1 fixed, 2 dynamic */
     int estimator;            /* S3X_FBT_ROBUST or S3X_FBT_P90 */
@@ -81,18 +105,37 @@ typedef struct s3x_fbt {
     double recent[S3X_FBT_RECENT]; /* the last answers (cuts not included), in arrival order */
     int recent_n, recent_pos;
     int64_t answered, cuts;        /* attempts answered in time / cut, this run */
+    int64_t samples;               /* answers learned from: this run's plus those carried in */
+    int64_t carried;               /* answers carried in from earlier transfers */
+    int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
+    int carry_tried;               /* s3x_fbt_resume was called */
+    uint64_t carry_key;            /* where this run's answers go; 0: nowhere */
     int64_t raises;                /* times the timeout was doubled for a burst of cuts */
     int64_t rebases;               /* times the window was replaced by the recent answers */
 } s3x_fbt;
 
 /* knob: S3X_SLOW_PART_OFF, S3X_SLOW_PART_DYNAMIC or a fixed timeout in ms.
- * The estimator is ROBUST unless S3X_FBT_ESTIMATOR=p90 is in the environment. */
+ * The estimator is ROBUST unless S3X_FBT_ESTIMATOR=p90 is in the environment;
+ * S3X_FBT_CARRY=off there turns off carrying between transfers (both exist
+ * for benchmarks/slow_part_grid.py's side-by-side runs only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 /* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
  * requests carry body_bytes each (0 for ranged GETs: S3X_FBT_START_GET_MS). */
 void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes);
 static inline int64_t s3x_fbt_current(const s3x_fbt *f) { return f->stopped ? 0 : f->timeout_ms; }
+/* The carry's key for part requests of operation op with body_bytes each
+ * (0 for GETs) to bucket at endpoint (NULLs count as empty). Never 0. */
+uint64_t s3x_fbt_carry_key(const char *op, const char *endpoint, const char *bucket, int64_t body_bytes);
+/* DYNAMIC (ROBUST), before the run's first part request: the window starts
+ * with the carry's answers for key if the last came within
+ * S3X_FBT_CARRY_MAX_AGE_S of now_s (else they are dropped), and the run's
+ * answers will be added under key (s3x_fbt_carry_add). Does nothing for
+ * other modes, or when S3X_FBT_CARRY=off was in the environment at init. */
+void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s);
+/* Adds an answer (first-byte ms) under key, claiming a free or the least
+ * recently used slot for a new key. */
+void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double now_s);
 /* A request finished well: its whole duration and its time to first byte
  * (for a request with a body, counted from when the body was sent). */
 void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms);

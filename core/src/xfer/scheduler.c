@@ -78,6 +78,7 @@ static int start(s3x_transfer *t, s3x_part *p) {
     t->x->res->requests++;
     int rc = t->kind->prepare(t, p);
     if (rc) return rc;
+    if (!p->side) s3x_xfer_carry_in(t->x, r);
     r->on_done = on_part_done;
     r->done_payload = p;
     if (!(rc = s3x_http_prepare(s->client, r))) {

@@ -143,6 +143,18 @@ void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r) {
     double ttfb = (r->t_first_byte > 0 && r->t_sent > 0) ? (r->t_first_byte - r->t_sent) * 1000.0 : whole;
     if (ttfb < 0) ttfb = 0;
     s3x_fbt_on_success(&x->fbt, whole, ttfb);
+    if (x->fbt.carry_key) s3x_fbt_carry_add(x->client->fbt_carry, x->fbt.carry_key, ttfb, r->t_end);
+}
+
+void s3x_xfer_carry_in(s3x_xfer *x, const s3x_http_req *r) {
+    if (x->fbt.carry_tried) return;
+    x->fbt.carry_tried = 1;
+    if (x->fbt.mode != 2 || x->fbt.estimator != S3X_FBT_ROBUST || x->fbt.no_carry) return;
+    s3x_client *c = x->client;
+    /* Without the memory this transfer just learns on its own. */
+    if (!c->fbt_carry && !(c->fbt_carry = calloc(1, sizeof *c->fbt_carry))) return;
+    int64_t body = r->read_fn ? r->body_size : (int64_t)r->body_len;
+    s3x_fbt_resume(&x->fbt, c->fbt_carry, s3x_fbt_carry_key(r->op, c->endpoint, r->bucket, body), s3x_now());
 }
 
 void s3x_xfer_tune(s3x_xfer *x, s3x_http_req *r) {

@@ -82,8 +82,14 @@ int s3x_xfer_perform_ex(s3x_xfer *x, s3x_http_req *r, int *maybe_applied);
  * as a throttled answer past the window would set it, else 0. */
 int s3x_xfer_storm_expired(s3x_xfer *x, double now);
 
-/* First-byte timeout bookkeeping for a finished successful request. */
+/* First-byte timeout bookkeeping for a finished successful request (and
+ * the client's carry, see below). */
 void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r);
+/* Before the run's first part request r (prepared) goes out: a DYNAMIC
+ * timeout starts from what the client's earlier transfers of that kind
+ * learned (s3x_fbt_resume, keyed by r's operation, endpoint, bucket and body
+ * size). Later calls do nothing. On the thread driving the client. */
+void s3x_xfer_carry_in(s3x_xfer *x, const s3x_http_req *r);
 
 /* Sets per-request curl options the managers share (stall detection). */
 void s3x_xfer_tune(s3x_xfer *x, s3x_http_req *r);
