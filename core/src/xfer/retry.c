@@ -126,8 +126,9 @@ static void p90_on_timeout(s3x_fbt *f, int64_t used_ms) {
  * like any other: a starting timeout cuts a held one instead of waiting it
  * out (300 ms for a ranged GET, a second or two for an upload part), and
  * each cut before the first answer doubles it, so a slow link costs a few
- * re-sends, not one per request. It gives way to the relative rule after 6
- * answers.
+ * re-sends, not one per request. It gives way to the relative rule at the
+ * 3rd answer; until the 6th, that rule's timeout is also never below twice
+ * the slowest answer, as a median and spread of three can be low by chance.
  *
  * A cut attempt enters the window at the timeout that cut it: it says "at
  * least this long". When the whole server slows down, the cuts are not a
@@ -217,6 +218,11 @@ static void robust_update(s3x_fbt *f) {
         t = S3X_FBT_MIN_MS;
         if (S3X_FBT_MEDIAN_MULT * m > t) t = S3X_FBT_MEDIAN_MULT * m;
         if (m + S3X_FBT_SPREAD_MULT * f->spread_ms > t) t = m + S3X_FBT_SPREAD_MULT * f->spread_ms;
+        /* A median and a spread of 3-5 answers can both be low by chance
+         * (three quick answers of a wide distribution): until they settle,
+         * the slowest answer yet bounds the timeout from below too. */
+        if (f->samples < S3X_FBT_SETTLED && S3X_FBT_START_MULT * f->slowest_ms > t)
+            t = S3X_FBT_START_MULT * f->slowest_ms;
     }
     f->base_ms = t;
     if (f->lift_ms > t) t = f->lift_ms;
@@ -260,7 +266,7 @@ static void robust_on_success(s3x_fbt *f, double ttfb_ms) {
     f->recent[f->recent_pos] = ttfb_ms;
     f->recent_pos = (f->recent_pos + 1) % S3X_FBT_RECENT;
     if (f->recent_n < S3X_FBT_RECENT) f->recent_n++;
-    if (f->samples <= S3X_FBT_MIN_SAMPLES && ttfb_ms > f->slowest_ms) f->slowest_ms = ttfb_ms;
+    if (f->samples <= S3X_FBT_SETTLED && ttfb_ms > f->slowest_ms) f->slowest_ms = ttfb_ms;
     /* The lift stays while answers confirm it (slower than the timeout
      * without it); an answer the old timeout would have let through says the
      * run of cuts was a tail after all. */
@@ -373,7 +379,7 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s) {
     for (int i = 0; i < s->n; i++) {
         double v = s->ring[(s->pos - s->n + i + S3X_FBT_WINDOW) % S3X_FBT_WINDOW]; /* oldest first */
         window_add(f, v);
-        if (f->samples < S3X_FBT_MIN_SAMPLES && v > f->slowest_ms) f->slowest_ms = v;
+        if (f->samples < S3X_FBT_SETTLED && v > f->slowest_ms) f->slowest_ms = v;
         f->samples++;
         f->carried++;
     }

@@ -25,7 +25,8 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 
 /* ROBUST: the window of recent first-byte times and the rule over it. */
 #define S3X_FBT_WINDOW 32         /* recent first-byte times kept (a cut counts as its timeout) */
-#define S3X_FBT_MIN_SAMPLES 6     /* answers needed before the timeout is relative to them */
+#define S3X_FBT_MIN_SAMPLES 3     /* answers needed before the timeout is relative to them */
+#define S3X_FBT_SETTLED 6         /* ... and until this many, never below START_MULT x the slowest of them */
 #define S3X_FBT_MIN_MS 150.0      /* the timeout is never below this */
 #define S3X_FBT_MEDIAN_MULT 3.0   /* ... nor below this many medians */
 #define S3X_FBT_SPREAD_MULT 5.0   /* ... nor below median + this many robust standard deviations */
@@ -101,7 +102,7 @@ typedef struct s3x_fbt {
     double base_ms;                /* the timeout the rule gives without the lift */
     int run_of_cuts;               /* cuts since the last answer */
     double start_ms;               /* the starting timeout, in force until MIN_SAMPLES answers; 0 = none */
-    double slowest_ms;             /* the slowest answer before MIN_SAMPLES */
+    double slowest_ms;             /* the slowest of the first SETTLED answers */
     double recent[S3X_FBT_RECENT]; /* the last answers (cuts not included), in arrival order */
     int recent_n, recent_pos;
     int64_t answered, cuts;        /* attempts answered in time / cut, this run */
