@@ -4,7 +4,10 @@ of part requests get their first response byte seconds late, with the
 slow-part timeout DYNAMIC vs OFF vs FIXED, and the no-fault throughput as the
 reference. Faults come from tests/faultproxy in front of the server, with
 "keyed" decisions, so every run and every mode meets the same delayed
-attempts.
+attempts. Every transfer runs on one client, as an application's would: a
+DYNAMIC transfer starts from what the earlier DYNAMIC transfers learned
+(docs/reliability.md); S3X_FBT_CARRY=off in the environment makes each learn
+on its own, as a client's first transfer does.
 
     benchmarks/slow_part.py [--size 1GiB] [--part-size 5MiB] [--concurrency 8]
                             [--fraction 0.01] [--delay 2-5] [--fixed-ms 1000] [--runs 3]

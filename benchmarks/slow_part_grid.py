@@ -8,7 +8,19 @@ held) x delays (how long) x directions (upload parts, ranged GETs), plus a
 from a quarter to three quarters of the transfer). Configurations: OFF, fixed
 timeouts, DYNAMIC with the P90 estimator of earlier releases (selected through
 the S3X_FBT_ESTIMATOR=p90 environment variable, which exists for this
-comparison only) and DYNAMIC with the robust estimator (the default).
+comparison only) and DYNAMIC with the robust estimator (the default), twice:
+
+- "dynamic": what an application doing many transfers with one client gets.
+  Every transfer of the grid runs on one client, and a DYNAMIC transfer starts
+  from what the client's earlier DYNAMIC transfers of the same kind learned
+  (docs/reliability.md, "carried between transfers"): in a cell's first round
+  that is the previous cell's (another tail: the server changed), in its
+  later rounds the same cell's previous round (a steady tail), 20-60 s
+  earlier, with the other configurations' transfers in between.
+- "dynamic (no carry)": the same with S3X_FBT_CARRY=off in the environment
+  (for this comparison only): every transfer learns on its own from its
+  starting timeout, as a client's first transfer does (on warm connections,
+  like every configuration here).
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions, reseeded before every transfer: within a round every configuration
@@ -24,7 +36,7 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
 320MiB --runs 3 --no-legacy, 39 min on the shared 2-core machine).
 
     benchmarks/slow_part_grid.py [--size 100MiB] [--size-up SIZE] [--size-down SIZE] [--part-size 5MiB]
-                                 [--concurrency 4] [--runs 3] [--no-legacy]
+                                 [--concurrency 4] [--runs 3] [--no-legacy] [--no-carry-variant]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
                                  [--no-slowdown] [--out PREFIX]
@@ -45,11 +57,17 @@ SLOWDOWN_DELAY = "+0.3"         # its delay column: every first byte 300 ms late
 SLOWDOWN_SPAN = (0.25, 0.75)    # ... from this share of the bytes done to this one
 
 
-def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True):
-    """(label, slow_part_timeout knob, estimator env value or None)."""
+ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY")  # benchmark-only switches (core/src/xfer/retry.h)
+DYNAMICS = ("dynamic", "dynamic (no carry)", "dynamic (p90)")
+
+
+def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False):
+    """(label, slow_part_timeout knob, environment for the transfer or None)."""
     out = [("off", "off", None)] + [(f"{ms} ms", ms, None) for ms in fixed]
     if legacy:
-        out.append(("dynamic (p90)", "dynamic", "p90"))
+        out.append(("dynamic (p90)", "dynamic", {"S3X_FBT_ESTIMATOR": "p90"}))
+    if no_carry:
+        out.append(("dynamic (no carry)", "dynamic", {"S3X_FBT_CARRY": "off"}))
     out.append(("dynamic", "dynamic", None))
     return out
 
@@ -83,7 +101,7 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
             rules = [f"delay_first_byte:p={fraction},kind={kind},delay={delay}"]
         for run in range(runs):
             k = run % len(cfgs)
-            for label, knob, estimator in cfgs[k:] + cfgs[:k]:
+            for label, knob, env in cfgs[k:] + cfgs[:k]:
                 seed = 7000 + 97 * run + ci
                 progress = None
                 if fraction == SLOWDOWN:
@@ -105,10 +123,9 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                 else:
                     proxy.set_rules(rules, seed=seed)
                 proxy.reset_stats()
-                if estimator:
-                    os.environ["S3X_FBT_ESTIMATOR"] = estimator
-                else:
-                    os.environ.pop("S3X_FBT_ESTIMATOR", None)
+                for name in ENV_KNOBS:
+                    os.environ.pop(name, None)
+                os.environ.update(env or {})
                 cfg = s3xfer.TransferConfig(part_size=part, concurrency=concurrency, slow_part_timeout=knob,
                                             max_attempts=max_attempts)
                 rec = {"direction": direction, "fraction": fraction, "delay": delay, "config": label,
@@ -121,7 +138,8 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                     rec.update(ok=False, seconds=math.inf, error=str(e).splitlines()[0][:200],
                                retries=None, resends=None, timeout_end_ms=None, requests=None)
                 finally:
-                    os.environ.pop("S3X_FBT_ESTIMATOR", None)
+                    for name in ENV_KNOBS:
+                        os.environ.pop(name, None)
                 rec["held"] = proxy.stats()["faults"].get("delay_first_byte", 0)
                 recs.append(rec)
                 if log:
@@ -161,7 +179,7 @@ def summarize(recs, cfg_labels):
         fixed = {k: v for k, v in rows.items() if k.endswith(" ms")}
         best = min(fixed, key=lambda k: (fixed[k]["seconds"], fixed[k]["retries"] or 0)) if fixed else None
         goals = {}
-        for dyn in ("dynamic", "dynamic (p90)"):
+        for dyn in DYNAMICS:
             if dyn not in rows or best is None:
                 continue
             d, b, off = rows[dyn], rows[best], rows.get("off")
@@ -251,6 +269,8 @@ def main() -> int:
     ap.add_argument("--directions", default="upload,download")
     ap.add_argument("--fixed", default="200,400,800,1600,3200")
     ap.add_argument("--no-legacy", action="store_true", help="leave out DYNAMIC with the P90 estimator")
+    ap.add_argument("--no-carry-variant", action="store_true",
+                    help="leave out DYNAMIC without the carry between transfers (S3X_FBT_CARRY=off)")
     ap.add_argument("--no-slowdown", action="store_true")
     ap.add_argument("--build")
     ap.add_argument("--out", default=None, help="write PREFIX.md and PREFIX.json")
@@ -286,7 +306,8 @@ def main() -> int:
     direct.upload_file(sizes["download"][0], bucket, "grid-down", config=s3xfer.TransferConfig(part_size=part))
     out = os.path.join(benchlib.data_dir(), "slowpart-grid.out")
 
-    cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy)
+    cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy,
+                   no_carry=not a.no_carry_variant)
     cells = build_cells(a.directions.split(","), a.fractions.split(","), a.delays.split(","), not a.no_slowdown)
     proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed")
     proxy.start()
@@ -307,8 +328,11 @@ def main() -> int:
            f"in {benchlib.human_size(part)} parts, concurrency "
            f"{a.concurrency}, {a.runs} interleaved rounds, medians; {took / 60:.1f} min, load average "
            f"{load0[0]:.1f} at the start, {load1[0]:.1f} at the end; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    text = [hdr, "", "Wall seconds (median) and the goals for DYNAMIC (robust):", ""]
+    text = [hdr, "", "Wall seconds (median) and the goals for DYNAMIC (robust, carried between transfers):", ""]
     text.append(markdown(*grid_table(summary, "dynamic")))
+    if not a.no_carry_variant:
+        text += ["", "The same goals for DYNAMIC without the carry (each transfer learns on its own):", ""]
+        text.append(markdown(*grid_table(summary, "dynamic (no carry)")))
     if not a.no_legacy:
         text += ["", "The same goals for DYNAMIC (p90, the earlier estimator):", ""]
         text.append(markdown(*grid_table(summary, "dynamic (p90)")))
