@@ -197,6 +197,35 @@ def summarize(recs, cfg_labels):
     return cells
 
 
+def goal_counts(cells, dyn="dynamic"):
+    """How many cells dyn meets all three goals in, each goal alone, and the
+    geometric means of its wall time over the best fixed timeout's and OFF's."""
+    gs = [c["goals"][dyn] for c in cells if dyn in c["goals"]]
+    if not gs:
+        return None
+
+    def gmean(v):
+        v = [x for x in v if x and math.isfinite(x)]
+        return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+    return {"cells": len(gs),
+            "all": sum(g["within_15"] and g["not_worse_than_off"] and g["retries_ok"] for g in gs),
+            "within_15": sum(g["within_15"] for g in gs),
+            "not_worse_than_off": sum(g["not_worse_than_off"] for g in gs),
+            "retries_ok": sum(g["retries_ok"] for g in gs),
+            "gmean_vs_best": gmean([g["vs_best"] for g in gs]), "gmean_vs_off": gmean([g["vs_off"] for g in gs])}
+
+
+def goal_line(cells, dyn="dynamic"):
+    g = goal_counts(cells, dyn)
+    if not g:
+        return ""
+    f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+    return (f"{dyn}: all three goals in {g['all']} of {g['cells']} cells; within 15% of the best fixed "
+            f"{g['within_15']}, not slower than off {g['not_worse_than_off']}, at most 1.2x its retries "
+            f"{g['retries_ok']}; wall time over the best fixed (geometric mean) {f(g['gmean_vs_best'])}, "
+            f"over off {f(g['gmean_vs_off'])}")
+
+
 def _fmt_frac(f):
     return "slow-down" if f == SLOWDOWN else f"{float(f):.0%}"
 
@@ -336,6 +365,7 @@ def main() -> int:
     if not a.no_legacy:
         text += ["", "The same goals for DYNAMIC (p90, the earlier estimator):", ""]
         text.append(markdown(*grid_table(summary, "dynamic (p90)")))
+    text += [""] + [goal_line(summary, d) for d in DYNAMICS if goal_line(summary, d)]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
     text.append(markdown(*resend_table(summary)))
     print("\n".join(text))
