@@ -45,6 +45,7 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -84,11 +85,13 @@ def _transfer(s3xfer, client, direction, bucket, path, out, size, cfg, progress=
 
 
 def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, cells, cfgs, runs,
-             max_attempts=10, log=None, sizes=None):
+             max_attempts=10, log=None, sizes=None, on_record=None):
     """Runs every cell (direction, fraction, delay) x configuration x round;
     returns one record per transfer. fraction SLOWDOWN is the slow-down cell.
     sizes: {direction: (path, size)} where a direction moves another object
-    than (path, size) (a download is cheap, so it can have more parts)."""
+    than (path, size) (a download is cheap, so it can have more parts).
+    on_record(rec) is called after each transfer (a partial run's records
+    survive an interruption)."""
     recs = []
     n_total = len(cells) * len(cfgs) * runs
     t0 = time.monotonic()
@@ -142,6 +145,8 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                         os.environ.pop(name, None)
                 rec["held"] = proxy.stats()["faults"].get("delay_first_byte", 0)
                 recs.append(rec)
+                if on_record:
+                    on_record(rec)
                 if log:
                     done = len(recs)
                     eta = (time.monotonic() - t0) / done * (n_total - done)
@@ -342,10 +347,18 @@ def main() -> int:
     proxy.start()
     t0 = time.monotonic()
     load0 = os.getloadavg()
+    on_record = None
+    if a.out:
+        partial = a.out + ".records.jsonl"  # one line per transfer as it ends
+        open(partial, "w").close()
+
+        def on_record(rec):
+            with open(partial, "a") as f:
+                f.write(json.dumps(rec) + "\n")
     try:
         client = s3xfer.Client(endpoint_url=proxy.url)
         recs = run_grid(s3xfer, client, proxy, bucket, path, out, size_up, part, a.concurrency, cells, cfgs, a.runs,
-                        log=benchlib.log, sizes=sizes)
+                        log=benchlib.log, sizes=sizes, on_record=on_record)
     finally:
         proxy.stop()
         if os.path.exists(out):
