@@ -39,6 +39,10 @@ Runners (downloads go to a tmpfs file unless said otherwise):
   curl             one connection: `curl -o FILE` / `curl -T FILE` (a single
                    PUT; nginx only: it does not sign)
   iperf3-P8, iperf3-P1
+  iperf3-P1-file   downloads: `iperf3 -c -R -P 1 -n SIZE -F FILE`, the server
+                   sends SIZE bytes on one connection and iperf3 writes them
+                   into a fresh tmpfs file (one thread): the loopback limit
+                   when the bytes must land in a file
   dd-tmpfs         downloads, no network: `dd if=/dev/zero` of SIZE into a
                    fresh tmpfs file (the kernel's cost of new tmpfs pages)
 
@@ -71,7 +75,7 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
-        "rclone", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
+        "rclone", "curl", "iperf3-P8", "iperf3-P1", "iperf3-P1-file", "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
@@ -206,9 +210,11 @@ def driver(ctx, wl, client, op, key, path, env):
     return m
 
 
-def iperf(ctx, wl, streams):
-    cmd = ["iperf3", "-c", "127.0.0.1", "-p", str(ctx.iperf["port"]), "-P", str(streams), "-t",
-           str(ctx.iperf_secs), "-J"]
+def iperf(ctx, wl, streams, into=None):
+    cmd = ["iperf3", "-c", "127.0.0.1", "-p", str(ctx.iperf["port"]), "-P", str(streams), "-J"]
+    # into: the server sends SIZE bytes (-R) and this client writes them
+    # into that file (-F); else both ends move memory for ctx.iperf_secs.
+    cmd += ["-R", "-n", str(wl["size"]), "-F", into] if into else ["-t", str(ctx.iperf_secs)]
     for attempt in range(3):
         m = measure(ctx, cmd, limit=ctx.iperf_secs + 60)
         # iperf3 -s takes one test at a time: right after the last one it may
@@ -234,6 +240,16 @@ def iperf(ctx, wl, streams):
     return m
 
 
+def server_proc(ctx, wl, runner):
+    """The server process a run talks to (its CPU is measured around the run)."""
+    if runner.startswith("iperf3"):
+        return ctx.iperf["proc"] if ctx.iperf else None
+    if runner == "dd-tmpfs":
+        return None
+    srv = ctx.nginx if wl["server"] == "nginx" else ctx.rclone
+    return srv["proc"] if srv else None
+
+
 def one_run(ctx, wl, runner, check_stdout=False):
     """Measures one transfer; returns the measurement with ok/error set."""
     op = "download" if wl["direction"] == "down" else "upload"
@@ -250,7 +266,11 @@ def one_run(ctx, wl, runner, check_stdout=False):
         os.unlink(dest)
     log_pos = os.path.getsize(ctx.nginx["access_log"]) if ctx.nginx else 0
     err = None
-    if runner.startswith("iperf3-P"):
+    srv = server_proc(ctx, wl, runner)
+    srv_cpu = S.tree_cpu(srv.pid) if srv else None
+    if runner == "iperf3-P1-file":
+        m = iperf(ctx, wl, 1, into=dest)
+    elif runner.startswith("iperf3-P"):
         m = iperf(ctx, wl, int(runner[len("iperf3-P"):]))
     elif runner in ("s3xfer-cli", "s3xfer-cli-null"):
         cmd = [ctx.cli, "cp", *((url, dest) if op == "download" else (src, url)), "--no-progress", "-q",
@@ -296,6 +316,10 @@ def one_run(ctx, wl, runner, check_stdout=False):
     else:
         raise SystemExit(f"unknown runner {runner}")
     m.setdefault("bytes", wl["size"])
+    if srv_cpu is not None:
+        after = S.tree_cpu(srv.pid)
+        if after is not None:
+            m["server_cpu"] = after - srv_cpu
     if m["rc"] != 0 and not err:
         lines = [ln.strip() for ln in m["stderr"].splitlines() if ln.strip()]
         err = f"exit {m['rc']}: {(lines[-1] if lines else '')[-300:]}"
@@ -420,6 +444,8 @@ def summarize(runs):
          "user_per_gib": B.summarize([x["user"] / (x["bytes"] / B.GiB) for x in ok]),
          "sys_per_gib": B.summarize([x["sys"] / (x["bytes"] / B.GiB) for x in ok]),
          "rss_mib": B.summarize([x["rss_mib"] for x in ok])}
+    if all("server_cpu" in x for x in ok):
+        s["server_cpu_per_gib"] = B.summarize([x["server_cpu"] / (x["bytes"] / B.GiB) for x in ok])
     return s
 
 
@@ -445,7 +471,10 @@ def markdown(res):
            f"{res.get('loadavg_end', [0])[0]:.2f} at the end. Data on {res['data_dir']}.", "",
            "Medians, with (min–max) over the runs. CPU is user+sys of the client process per GiB moved, "
            "RSS its peak. `x iperf3` is the row's median MiB/s over `iperf3 -P 8`'s of the same workload "
-           "(iperf3 rows: the client side's CPU only; their MiB/s over the seconds iperf3 measured).", ""]
+           "(iperf3 rows: the client side's CPU only; their MiB/s over the seconds iperf3 measured). "
+           "Server CPU is what the server's processes (nginx's master and workers, rclone, iperf3 -s) used "
+           "during the run, per GiB (/proc, 10 ms ticks). The two cores are shared by client and server: "
+           "client + server CPU per GiB, over 2, is the least time a GiB can take here.", ""]
     for name, w in res["workloads"].items():
         wl = w["spec"]
         out += [f"## {workload_title(wl)}", "",
@@ -455,7 +484,7 @@ def markdown(res):
         for rn, rr in w["runners"].items():
             if rr["status"] != "ok" or not rr.get("summary"):
                 st = rr["status"].split(":")[0] + " (see below)" if rr["status"] != "ok" else "failed (see below)"
-                rows.append([rn, st, "", "", "", "", ""])
+                rows.append([rn, st, "", "", "", "", "", ""])
                 continue
             s = rr["summary"]
             bad = sum(1 for x in rr["runs"] if not x["ok"])
@@ -463,8 +492,10 @@ def markdown(res):
             rows.append([rn + (f" ({bad} failed)" if bad else ""), fmt(s["mib_s"]), ratio,
                          fmt(s["cpu_per_gib"], "{:.2f}"),
                          f"{s['user_per_gib']['median']:.2f} / {s['sys_per_gib']['median']:.2f}",
+                         fmt(s["server_cpu_per_gib"], "{:.2f}", span=False) if "server_cpu_per_gib" in s else "",
                          fmt(s["rss_mib"], "{:.0f}", span=False), fmt(s["wall"], "{:.2f}", span=False)])
-        out += [B.table(["runner", "MiB/s", "x iperf3", "CPU s/GiB", "user / sys s/GiB", "peak RSS MiB", "secs"],
+        out += [B.table(["runner", "MiB/s", "x iperf3", "CPU s/GiB", "user / sys s/GiB", "server CPU s/GiB",
+                         "peak RSS MiB", "secs"],
                         rows), ""]
         notes = [f"- {rn}: {rr['status']}" + (f" ({rr['error']})" if rr.get("error") else "")
                  for rn, rr in w["runners"].items() if rr["status"] != "ok"]

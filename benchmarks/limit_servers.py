@@ -273,6 +273,31 @@ def start_nginx(d, www, tls, certs=None, echo=True):
                                                          text=True).stderr.strip()}
 
 
+def tree_cpu(pid):
+    """CPU seconds (user+sys) that process pid and its live children (nginx's
+    workers) have used so far, from /proc; None when pid is gone."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(q):
+        try:
+            with open(f"/proc/{q}/stat") as f:
+                f_ = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return int(f_[1]), (int(f_[11]) + int(f_[12])) / tick  # ppid, utime + stime
+
+    own = stat(pid)
+    if own is None:
+        return None
+    total = own[1]
+    for q in os.listdir("/proc"):
+        if q.isdigit() and int(q) != pid:
+            st = stat(q)
+            if st and st[0] == pid:
+                total += st[1]
+    return total
+
+
 def version_of(cmd):
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=20)
