@@ -188,16 +188,20 @@ def test_fixed_first_byte_timeout_resends_slow_parts(pclient, boto, bucket, prox
     assert took < 4 * (r.retries_first_byte + 1)
 
 
-@pytest.fixture
-def fixed_bucket(boto):
-    """A bucket with a fixed name: the proxy's keyed decisions depend on the
-    request path, so a fixed name gives the same faults in every run."""
+def named_bucket(boto, name):
+    """A bucket with a fixed name, emptied before and after: the proxy's keyed
+    decisions depend on the request path, so a fixed name gives the same
+    faults in every run. Each test that relies on it has a name of its own."""
     from conftest import _empty_bucket
-    name = "s3xfer-fixed-fbt"
     _empty_bucket(boto, name)
     boto.create_bucket(Bucket=name)
     yield name
     _empty_bucket(boto, name)
+
+
+@pytest.fixture
+def fixed_bucket(boto):
+    yield from named_bucket(boto, "s3xfer-fixed-fbt")
 
 
 def test_dynamic_first_byte_timeout_learns_and_applies_to_downloads(pclient, client, fixed_bucket, proxy,
@@ -222,13 +226,7 @@ def test_dynamic_first_byte_timeout_learns_and_applies_to_downloads(pclient, cli
 
 @pytest.fixture
 def tail_bucket(boto):
-    """Like fixed_bucket, a name of this test's own (keyed decisions)."""
-    from conftest import _empty_bucket
-    name = "s3xfer-fixed-fbt-tail"
-    _empty_bucket(boto, name)
-    boto.create_bucket(Bucket=name)
-    yield name
-    _empty_bucket(boto, name)
+    yield from named_bucket(boto, "s3xfer-fixed-fbt-tail")
 
 
 def test_dynamic_timeout_lands_below_a_heavy_tail(pclient, client, tail_bucket, proxy, tmp_path):
@@ -357,13 +355,7 @@ def test_stalled_connection_is_dropped_and_retried(pclient, client, bucket, prox
 
 @pytest.fixture
 def passing_bucket(boto):
-    """Like fixed_bucket, a name of this test's own (keyed decisions)."""
-    from conftest import _empty_bucket
-    name = "s3xfer-fixed-passing"
-    _empty_bucket(boto, name)
-    boto.create_bucket(Bucket=name)
-    yield name
-    _empty_bucket(boto, name)
+    yield from named_bucket(boto, "s3xfer-fixed-passing")
 
 
 @pytest.mark.parametrize("conc", [1, 4])
