@@ -251,12 +251,7 @@ def test_dynamic_timeout_lands_below_a_heavy_tail(pclient, client, tail_bucket, 
 @pytest.fixture
 def carry_bucket(boto):
     """A bucket of this test's own: what DYNAMIC carries is keyed by bucket."""
-    from conftest import _empty_bucket
-    name = "s3xfer-fbt-carry"
-    _empty_bucket(boto, name)
-    boto.create_bucket(Bucket=name)
-    yield name
-    _empty_bucket(boto, name)
+    yield from named_bucket(boto, "s3xfer-fbt-carry")
 
 
 def test_dynamic_timeout_carries_to_the_next_transfer(pclient, client, carry_bucket, proxy, tmp_path,
