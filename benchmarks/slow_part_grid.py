@@ -23,12 +23,14 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   like every configuration here).
 
 The faults come from tests/faultproxy in front of the server with "keyed"
-decisions, reseeded before every transfer: within a round every configuration
-meets the same held attempts on a download (the same ranges, the same attempt
-numbers); an upload's requests carry a new upload id each time, so its held
-attempts differ between configurations (same share, other parts). Rounds use
-other seeds. Configurations are interleaved (their order rotates each round);
-cells report medians of the rounds.
+decisions that leave the upload id out (key_ignore), reseeded before every
+transfer: within a round every configuration meets the same held attempts
+(the same ranges or part numbers, the same attempt numbers), in both
+directions. Rounds use other seeds. Configurations are interleaved (their
+order rotates each round). Cells report each configuration's median over the
+rounds; the goals compare DYNAMIC with OFF and with the best fixed timeout
+(the fastest median) round by round: the median over the rounds of the ratio
+of their times in the same round, which met the same held attempts.
 
 A 1% tail shows once per hundred part attempts: give the download (cheap) a
 larger object than the upload with --size-down; the re-sends table reports
@@ -162,6 +164,17 @@ def _median(v):
     return statistics.median(v) if v else None
 
 
+def _paired(recs, key, a, b):
+    """The median over the rounds of a's seconds over b's in the same round
+    (inf when a failed a round that b did not)."""
+    by = {}
+    for r in recs:
+        if (r["direction"], r["fraction"], r["delay"]) == key and r["config"] in (a, b):
+            by.setdefault(r["run"], {})[r["config"]] = r["seconds"]
+    ratios = [v[a] / v[b] for v in by.values() if a in v and b in v and math.isfinite(v[b])]
+    return statistics.median(ratios) if ratios else math.inf
+
+
 def summarize(recs, cfg_labels):
     """Per cell: per configuration the median seconds / retries / re-sends,
     and the goals for each DYNAMIC (within 15% of the best fixed timeout,
@@ -188,11 +201,14 @@ def summarize(recs, cfg_labels):
             if dyn not in rows or best is None:
                 continue
             d, b, off = rows[dyn], rows[best], rows.get("off")
-            vs_best = d["seconds"] / b["seconds"]
-            vs_off = d["seconds"] / off["seconds"] if off else None
+            # Round by round: the same seed, so the same held attempts.
+            vs_best = _paired(recs, key, dyn, best)
+            vs_off = _paired(recs, key, dyn, "off") if off else None
             br, dr = b["retries"] or 0, d["retries"] or 0
             retries_ok = dr <= 1.2 * br if br else dr <= 1
             goals[dyn] = {"vs_best": vs_best, "vs_off": vs_off, "retries_ratio": (dr / br) if br else None,
+                          "vs_best_of_medians": d["seconds"] / b["seconds"],
+                          "vs_off_of_medians": d["seconds"] / off["seconds"] if off else None,
                           "within_15": vs_best <= 1.15, "not_worse_than_off": vs_off is None or vs_off <= 1.0,
                           "retries_ok": retries_ok}
         every = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key]
@@ -202,12 +218,19 @@ def summarize(recs, cfg_labels):
     return cells
 
 
-def goal_counts(cells, dyn="dynamic"):
+def goal_counts(cells, dyn="dynamic", of_medians=False):
     """How many cells dyn meets all three goals in, each goal alone, and the
-    geometric means of its wall time over the best fixed timeout's and OFF's."""
-    gs = [c["goals"][dyn] for c in cells if dyn in c["goals"]]
+    geometric means of its wall time over the best fixed timeout's and OFF's.
+    of_medians: the ratios of the configurations' medians instead of the
+    same-round ratios (how the grid was judged before 2026-12-03's third run)."""
+    gs = [dict(c["goals"][dyn]) for c in cells if dyn in c["goals"]]
     if not gs:
         return None
+    if of_medians:
+        for g in gs:
+            g["vs_best"], g["vs_off"] = g["vs_best_of_medians"], g["vs_off_of_medians"]
+            g["within_15"] = g["vs_best"] <= 1.15
+            g["not_worse_than_off"] = g["vs_off"] is None or g["vs_off"] <= 1.0
 
     def gmean(v):
         v = [x for x in v if x and math.isfinite(x)]
@@ -220,12 +243,13 @@ def goal_counts(cells, dyn="dynamic"):
             "gmean_vs_best": gmean([g["vs_best"] for g in gs]), "gmean_vs_off": gmean([g["vs_off"] for g in gs])}
 
 
-def goal_line(cells, dyn="dynamic"):
-    g = goal_counts(cells, dyn)
+def goal_line(cells, dyn="dynamic", of_medians=False):
+    g = goal_counts(cells, dyn, of_medians)
     if not g:
         return ""
     f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-    return (f"{dyn}: all three goals in {g['all']} of {g['cells']} cells; within 15% of the best fixed "
+    how = "ratios of the medians" if of_medians else "same-round ratios"
+    return (f"{dyn} ({how}): all three goals in {g['all']} of {g['cells']} cells; within 15% of the best fixed "
             f"{g['within_15']}, not slower than off {g['not_worse_than_off']}, at most 1.2x its retries "
             f"{g['retries_ok']}; wall time over the best fixed (geometric mean) {f(g['gmean_vs_best'])}, "
             f"over off {f(g['gmean_vs_off'])}")
@@ -239,7 +263,7 @@ def grid_table(cells, dyn="dynamic"):
     """One line per cell: the times of each configuration and the goals for dyn."""
     labels = list(cells[0]["rows"]) if cells else []
     head = ["direction", "tail", "delay s"] + [f"{lb} s" for lb in labels] + \
-        ["best fixed", f"{dyn} / best", f"{dyn} / off", "retries dyn:best", "goals"]
+        ["best fixed", f"{dyn} / best (same round)", f"{dyn} / off (same round)", "retries dyn:best", "goals"]
     out = []
     for c in cells:
         g = c["goals"].get(dyn, {})
@@ -343,7 +367,7 @@ def main() -> int:
     cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy,
                    no_carry=not a.no_carry_variant)
     cells = build_cells(a.directions.split(","), a.fractions.split(","), a.delays.split(","), not a.no_slowdown)
-    proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed")
+    proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed", key_ignore=("uploadId",))
     proxy.start()
     t0 = time.monotonic()
     load0 = os.getloadavg()
@@ -378,7 +402,7 @@ def main() -> int:
     if not a.no_legacy:
         text += ["", "The same goals for DYNAMIC (p90, the earlier estimator):", ""]
         text.append(markdown(*grid_table(summary, "dynamic (p90)")))
-    text += [""] + [goal_line(summary, d) for d in DYNAMICS if goal_line(summary, d)]
+    text += [""] + [goal_line(summary, d, m) for d in DYNAMICS for m in (False, True) if goal_line(summary, d, m)]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
     text.append(markdown(*resend_table(summary)))
     print("\n".join(text))

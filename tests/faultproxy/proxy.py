@@ -127,9 +127,15 @@ class _Request(_Head):
         )
         self.expect_continue = (self.get("expect") or "").lower() == "100-continue"
         # Identity of the request across retries: no signature/date query params.
+        self.key = self.key_without(())
+
+    def key_without(self, ignore) -> str:
+        """The request's identity, leaving out the query parameters named in
+        ignore (lower case) as well as the X-Amz-* ones."""
         path, _, query = self.target.partition("?")
-        q = sorted(p for p in query.split("&") if p and not p.lower().startswith("x-amz-"))
-        self.key = f"{self.method} {path}?{'&'.join(q)} {self.get('range') or ''}"
+        q = sorted(p for p in query.split("&")
+                   if p and not p.lower().startswith("x-amz-") and p.split("=", 1)[0].lower() not in ignore)
+        return f"{self.method} {path}?{'&'.join(q)} {self.get('range') or ''}"
 
     @property
     def has_body(self) -> bool:
@@ -536,7 +542,11 @@ class FaultProxy:
     ``"sequence"`` (default: one RNG consumed in request arrival order) or
     ``"keyed"`` (each request's RNG is seeded from seed, method, path, query without
     X-Amz-* params, Range and its attempt number, so concurrent clients get the same
-    faults on the same parts whatever the interleaving). virtual_hosted: classify
+    faults on the same parts whatever the interleaving). key_ignore: query parameter
+    names also left out of that identity: with ``("uploadId",)`` the part N of every
+    multipart upload of a key meets the same faults, whatever upload it belongs to
+    (side-by-side benchmarks: each configuration's upload has a new upload id).
+    virtual_hosted: classify
     paths as ``/key`` instead of ``/bucket/key``. upstream_ssl: an SSLContext (or
     True) to speak TLS to the upstream; the listening side is always plain HTTP.
     linger: seconds to keep reading (and discarding) from a client after answering
@@ -553,6 +563,7 @@ class FaultProxy:
         listen_host: str = "127.0.0.1",
         listen_port: int = 0,
         decisions: str = "sequence",
+        key_ignore: Iterable[str] = (),
         virtual_hosted: bool = False,
         upstream_ssl=None,
         linger: float = 2.0,
@@ -565,6 +576,7 @@ class FaultProxy:
         self.port = int(listen_port)
         self.seed = seed
         self.decisions_mode = decisions
+        self.key_ignore = frozenset(k.lower() for k in key_ignore)
         self.virtual_hosted = virtual_hosted
         self.upstream_ssl = upstream_ssl
         self.linger = float(linger)
@@ -777,8 +789,9 @@ class FaultProxy:
             self._seq += 1
             d = Decision(self._seq, req.kind)
             if self.decisions_mode == "keyed":
-                n = self._attempts[req.key] = self._attempts.get(req.key, 0) + 1
-                rng = random.Random(f"{self.seed}\0{req.key}\0{n}")
+                key = req.key_without(self.key_ignore)
+                n = self._attempts[key] = self._attempts.get(key, 0) + 1
+                rng = random.Random(f"{self.seed}\0{key}\0{n}")
             else:
                 rng = self._rng
             fired_rules: dict[str, int] = {}

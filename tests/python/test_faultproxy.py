@@ -508,6 +508,42 @@ def test_seed_reproducibility(env, bucket, small_obj, direct):
     assert fwd == rev[::-1] and 0 < sum(fwd) < len(fwd)
 
 
+def _part_faults(env, bucket, key, key_ignore):
+    """Which of parts 1-20 of two multipart uploads of one key meet a fault,
+    with the proxy reseeded before each upload (as a side-by-side benchmark
+    does before each configuration)."""
+    p = _new_proxy(env, seed=9, decisions="keyed", key_ignore=key_ignore,
+                   rules=["slowdown_503:p=0.5,kind=upload_part"])
+    try:
+        c = make_client(env, p.url)
+        runs = []
+        for _ in range(2):
+            p.set_rules(p.rules(), seed=9)
+            up = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+            hit = []
+            for n in range(1, 21):
+                try:
+                    c.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=n, Body=b"p" * 100)
+                    hit.append(0)
+                except bex.ClientError as e:
+                    assert e.response["Error"]["Code"] == "SlowDown"
+                    hit.append(1)
+            c.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=up)
+            runs.append(hit)
+        return runs
+    finally:
+        p.stop()
+
+
+def test_keyed_decisions_can_ignore_the_upload_id(env, bucket):
+    # Each upload has its own id: by default its parts draw their own faults;
+    # with key_ignore=("uploadId",) part N meets the same fate in every upload.
+    same = _part_faults(env, bucket, "keyed/mpu", ("uploadId",))
+    assert same[0] == same[1] and 0 < sum(same[0]) < 20
+    own = _part_faults(env, bucket, "keyed/mpu", ())
+    assert own[0] != own[1]
+
+
 def test_stats_counters_and_times(proxy, via, bucket):
     proxy.set_rules(["slowdown_503:kind=put,times=2", "delay_first_byte:kind=any,p=1,delay=0"])
     for i in range(4):
