@@ -101,7 +101,7 @@ test: ctest ctest-asan install-check pytest pytest-asan-cli pytest-asan-py
 # Fuzzing (tests/fuzz/README.md). Every corpus is also replayed by ctest in
 # both builds above (ctest, ctest-asan), so make test covers fuzz-replay.
 fuzz-build: deps
-	@cmake -S . -B $(FUZZ_BUILD) $(CMAKE_GEN) -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@cmake -S . -B $(FUZZ_BUILD) $(CMAKE_GEN) -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DS3X_WERROR=ON \
 	  -DS3X_FUZZ=ON -DS3X_BUILD_TESTS=OFF -DS3X_BUILD_CLI=OFF -DS3X_BUILD_PYTHON=OFF \
 	  > $(FUZZ_BUILD).configure.log 2>&1 || { cat $(FUZZ_BUILD).configure.log; exit 1; }
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)

@@ -300,7 +300,7 @@ static void *refresh_main(void *arg) {
         /* Keys that expire no later than the current ones (a provider that
          * hands out the same set until close to its end) are taken, and the
          * next early try waits a second. */
-        if (c->creds && fresh->expiry && fresh->expiry <= c->creds->expiry) c->cred_retry_at = s3x_wall_now() + 1.0;
+        if (c->creds && fresh->expiry != 0 && fresh->expiry <= c->creds->expiry) c->cred_retry_at = s3x_wall_now() + 1.0;
         old = c->creds;
         c->creds = fresh; /* the fetch's reference becomes the client's */
         c->cred_refreshes++;
@@ -320,7 +320,7 @@ int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out) {
     double retry_at = c->cred_retry_at;
     pthread_mutex_unlock(&c->cred_mu);
     if (!cur) return s3x_seterr(S3X_EINTERNAL, "credentials used before they were resolved");
-    if (!cur->expiry) {
+    if (cur->expiry == 0) {
         *out = cur;
         return 0;
     }
@@ -349,7 +349,7 @@ int s3x_client_creds_acquire(s3x_client *c, s3x_creds **out) {
         cur = s3x_creds_ref(c->creds);
         retry_at = c->cred_retry_at;
         pthread_mutex_unlock(&c->cred_mu);
-        if (!cur->expiry) {
+        if (cur->expiry == 0) {
             *out = cur;
             return 0;
         }

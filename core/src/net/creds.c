@@ -283,7 +283,7 @@ static int creds_from_json(const s3x_json *j, const char *what, const char *tok_
     } else if (expiration_required) {
         return s3x_seterr(S3X_ECREDENTIALS, "%s has no Expiration", what);
     }
-    if (expiry && expiry <= s3x_wall_now())
+    if (expiry != 0 && expiry <= s3x_wall_now())
         return s3x_seterr(S3X_ECREDENTIALS, "%s gave credentials that expired already (Expiration %.40s)", what, exp);
     return make(out, ak, sk, tok, expiry);
 }

@@ -39,7 +39,7 @@ static void set_fields(int code, int status, const char *s3_code, const char *re
     g_err.pub.request_id = g_err.request_id ? g_err.request_id : "";
 }
 
-static char *vformat(const char *fmt, va_list ap) {
+__attribute__((format(printf, 1, 0))) static char *vformat(const char *fmt, va_list ap) {
     s3x_buf b = S3X_BUF_INIT;
     if (s3x_buf_vprintf(&b, fmt, ap)) {
         s3x_buf_free(&b);
