@@ -175,6 +175,12 @@ def _paired(recs, key, a, b):
     return statistics.median(ratios) if ratios else math.inf
 
 
+def _judged(vs_best, vs_off, retries_ok):
+    """The goals for one DYNAMIC in one cell, from its time ratios."""
+    return {"vs_best": vs_best, "vs_off": vs_off, "within_15": vs_best <= 1.15,
+            "not_worse_than_off": vs_off is None or vs_off <= 1.0, "retries_ok": retries_ok}
+
+
 def summarize(recs, cfg_labels):
     """Per cell: per configuration the median seconds / retries / re-sends,
     and the goals for each DYNAMIC (within 15% of the best fixed timeout,
@@ -206,11 +212,9 @@ def summarize(recs, cfg_labels):
             vs_off = _paired(recs, key, dyn, "off") if off else None
             br, dr = b["retries"] or 0, d["retries"] or 0
             retries_ok = dr <= 1.2 * br if br else dr <= 1
-            goals[dyn] = {"vs_best": vs_best, "vs_off": vs_off, "retries_ratio": (dr / br) if br else None,
-                          "vs_best_of_medians": d["seconds"] / b["seconds"],
-                          "vs_off_of_medians": d["seconds"] / off["seconds"] if off else None,
-                          "within_15": vs_best <= 1.15, "not_worse_than_off": vs_off is None or vs_off <= 1.0,
-                          "retries_ok": retries_ok}
+            goals[dyn] = dict(_judged(vs_best, vs_off, retries_ok), retries_ratio=(dr / br) if br else None,
+                              of_medians=_judged(d["seconds"] / b["seconds"],
+                                                 d["seconds"] / off["seconds"] if off else None, retries_ok))
         every = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key]
         cells.append({"direction": key[0], "fraction": key[1], "delay": key[2], "rows": rows, "best_fixed": best,
                       "goals": goals, "held_total": sum(r["held"] for r in every), "transfers": len(every),
@@ -223,14 +227,9 @@ def goal_counts(cells, dyn="dynamic", of_medians=False):
     geometric means of its wall time over the best fixed timeout's and OFF's.
     of_medians: the ratios of the configurations' medians instead of the
     same-round ratios (how the grid was judged before 2026-12-03's third run)."""
-    gs = [dict(c["goals"][dyn]) for c in cells if dyn in c["goals"]]
+    gs = [c["goals"][dyn]["of_medians"] if of_medians else c["goals"][dyn] for c in cells if dyn in c["goals"]]
     if not gs:
         return None
-    if of_medians:
-        for g in gs:
-            g["vs_best"], g["vs_off"] = g["vs_best_of_medians"], g["vs_off_of_medians"]
-            g["within_15"] = g["vs_best"] <= 1.15
-            g["not_worse_than_off"] = g["vs_off"] is None or g["vs_off"] <= 1.0
 
     def gmean(v):
         v = [x for x in v if x and math.isfinite(x)]
@@ -402,7 +401,7 @@ def main() -> int:
     if not a.no_legacy:
         text += ["", "The same goals for DYNAMIC (p90, the earlier estimator):", ""]
         text.append(markdown(*grid_table(summary, "dynamic (p90)")))
-    text += [""] + [goal_line(summary, d, m) for d in DYNAMICS for m in (False, True) if goal_line(summary, d, m)]
+    text += [""] + [line for d in DYNAMICS for m in (False, True) if (line := goal_line(summary, d, m))]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
     text.append(markdown(*resend_table(summary)))
     print("\n".join(text))

@@ -789,7 +789,7 @@ class FaultProxy:
             self._seq += 1
             d = Decision(self._seq, req.kind)
             if self.decisions_mode == "keyed":
-                key = req.key_without(self.key_ignore)
+                key = req.key_without(self.key_ignore) if self.key_ignore else req.key
                 n = self._attempts[key] = self._attempts.get(key, 0) + 1
                 rng = random.Random(f"{self.seed}\0{key}\0{n}")
             else:
