@@ -42,6 +42,8 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
                                  [--no-slowdown] [--out PREFIX]
+
+--fractions "" runs the slow-down cells only.
 """
 
 from __future__ import annotations
@@ -365,7 +367,8 @@ def main() -> int:
 
     cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy,
                    no_carry=not a.no_carry_variant)
-    cells = build_cells(a.directions.split(","), a.fractions.split(","), a.delays.split(","), not a.no_slowdown)
+    cells = build_cells(a.directions.split(","), [f for f in a.fractions.split(",") if f],
+                        [d for d in a.delays.split(",") if d], not a.no_slowdown)
     proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed", key_ignore=("uploadId",))
     proxy.start()
     t0 = time.monotonic()
