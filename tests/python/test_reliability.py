@@ -281,6 +281,51 @@ def test_dynamic_timeout_carries_to_the_next_transfer(pclient, client, carry_buc
     assert fresh.retries_first_byte >= 1, fresh.retries_first_byte
 
 
+@pytest.fixture
+def slowdown_bucket(boto):
+    """Of this test's own: the timeout it starts from is carried by bucket."""
+    yield from named_bucket(boto, "s3xfer-fbt-slowdown")
+
+
+def test_server_slowing_down_for_everyone_is_not_cut(pclient, client, slowdown_bucket, proxy, tmp_path):
+    """The grid's "server slows down for everyone" cell, as a test: from a
+    quarter to three quarters of a DYNAMIC download every ranged GET answers
+    300 ms late. Its four requests in flight then wait alike, and none sent
+    after another is answered first: the timeout (150 ms, learned from the
+    healthy answers) is not applied to them as to a stuck one (scheduler.c,
+    "the first-byte timeout of the attempts in flight"), and when the server
+    is fast again, what was sent while it was slow keeps the timeout it was
+    sent under. Before these rules the grid's cell re-sent 7 ranges (4-8),
+    and this download 5 and 9 in two runs; now at most one."""
+    bucket = slowdown_bucket
+    size = 40 * P
+    big = os.urandom(size)
+    client.upload_bytes(big, bucket, "s", config=TransferConfig(part_size=P))
+    out = tmp_path / "out"
+    cfg = TransferConfig(part_size=P, concurrency=4, slow_part_timeout="dynamic")
+    healthy = pclient.download_file(bucket, "s", out, config=cfg)
+    assert healthy.retries_first_byte == 0, healthy.retries_first_byte
+    state = {"done": 0, "phase": 0}
+
+    def progress(delta):
+        state["done"] += delta
+        if state["phase"] == 0 and state["done"] >= size // 4:
+            state["phase"] = 1
+            proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=0.3"])
+        elif state["phase"] == 1 and state["done"] >= 3 * size // 4:
+            state["phase"] = 2
+            proxy.set_rules([])
+
+    proxy.reset_stats()
+    slow = pclient.download_file(bucket, "s", out, config=cfg, progress=progress)
+    held = proxy.stats()["faults"].get("delay_first_byte", 0)
+    assert sha(out.read_bytes()) == sha(big)
+    assert state["phase"] == 2 and held >= 10, (state, held)
+    assert slow.retries_first_byte <= 1, (slow.retries_first_byte, held)
+    # ... and the timeout is back down with the fast answers
+    assert slow.slow_part_timeout_ms < 300, slow.slow_part_timeout_ms
+
+
 def test_server_gone_for_good(pclient, client, bucket, proxy, tmp_path):
     client.upload_bytes(os.urandom(4 * P), bucket, "k", config=TransferConfig(part_size=P))
     proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=0.3"])

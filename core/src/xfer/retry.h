@@ -54,6 +54,16 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_RECENT_K 3        /* the k-th lowest (k-th highest) of them decides */
 #define S3X_FBT_SHIFT_MULT 2.0    /* above this many medians (and 4 spreads) ... : the server slowed down */
 
+/* How the scheduler applies a ROBUST timeout to the attempts in flight
+ * (scheduler.c, check_first_byte): an attempt keeps the learned timeout that
+ * was in force when it started if the timeout falls later, and rises with
+ * it. While other attempts of its transfer are in flight, more are to be
+ * sent and no attempt sent after it has been answered, nothing says the
+ * server answers anyone faster than this one: it is cut only after this
+ * many timeouts (a server that slowed down for everyone is not cut at its
+ * first late answers; a part held while later ones answer is cut at one). */
+#define S3X_FBT_UNSEEN_MULT 4.0
+
 /* Carried between transfers: a client keeps, per kind of part request, the
  * last answers of its DYNAMIC transfers, and its next transfer of that kind
  * starts from them instead of the starting timeout (docs/reliability.md).
@@ -125,6 +135,13 @@ void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimato
  * requests carry body_bytes each (0 for ranged GETs: S3X_FBT_START_GET_MS). */
 void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes);
 static inline int64_t s3x_fbt_current(const s3x_fbt *f) { return f->stopped ? 0 : f->timeout_ms; }
+/* DYNAMIC with the ROBUST estimator: the timeout is relative to the answers
+ * (the scheduler's rules for attempts in flight apply); ..._learned: and
+ * enough answers were seen for it to be more than the starting timeout. */
+static inline int s3x_fbt_relative(const s3x_fbt *f) { return f->mode == 2 && f->estimator == S3X_FBT_ROBUST; }
+static inline int s3x_fbt_learned(const s3x_fbt *f) {
+    return s3x_fbt_relative(f) && f->samples >= S3X_FBT_MIN_SAMPLES;
+}
 /* The carry's key for part requests of operation op with body_bytes each
  * (0 for GETs) to bucket at endpoint (NULLs count as empty). Never 0. */
 uint64_t s3x_fbt_carry_key(const char *op, const char *endpoint, const char *bucket, int64_t body_bytes);
@@ -140,7 +157,9 @@ void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double no
 /* A request finished well: its whole duration and its time to first byte
  * (for a request with a body, counted from when the body was sent). */
 void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms);
-/* A request was cut by the first-byte timeout that was in force for it. */
+/* A request was cut after waiting timeout_used_ms for its first byte: the
+ * timeout in force for it (DYNAMIC: as the scheduler applied it to that
+ * attempt, up to S3X_FBT_UNSEEN_MULT times the timeout). */
 void s3x_fbt_on_timeout(s3x_fbt *f, int64_t timeout_used_ms);
 
 #endif

@@ -3,6 +3,7 @@
 #include "scheduler.h"
 #include "error.h"
 #include "filewriter.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@ int s3x_sched_add(s3x_sched *s, s3x_transfer *t, const s3x_kind *kind, void *ctx
     t->inflight = 0;
     t->finished = 0;
     t->ok = 0;
+    t->answered_sent = 0;
     t->next = NULL;
     t->sched = s;
     t->parts = calloc((size_t)(nparts + nside), kind->part_size);
@@ -67,6 +69,7 @@ void s3x_sched_remove(s3x_sched *s, s3x_transfer *t) {
 /* ---- one part ------------------------------------------------------------------ */
 
 static void on_part_done(s3x_http_req *r, void *payload);
+static void note_answer(s3x_transfer *t, const s3x_http_req *r, int64_t fbt);
 
 /* Starts the next attempt of a QUEUED or RETRY_WAIT part. */
 static int start(s3x_transfer *t, s3x_part *p) {
@@ -74,6 +77,7 @@ static int start(s3x_transfer *t, s3x_part *p) {
     s3x_http_req *r = &p->req;
     s3x_http_req_reset(s->client, r);
     p->fb_timeout = 0;
+    p->fb_floor_ms = s3x_fbt_learned(&t->x->fbt) ? (double)s3x_fbt_current(&t->x->fbt) : 0;
     p->attempts++;
     t->x->res->requests++;
     int rc = t->kind->prepare(t, p);
@@ -101,6 +105,7 @@ static void on_part_done(s3x_http_req *r, void *payload) {
     t->inflight--;
     if (!p->side) t->sched->conns--;
     p->state = S3X_PART_FREE;
+    if (!p->side) note_answer(t, r, s3x_fbt_current(&x->fbt));
     if (t->kind->check && t->kind->check(t, p) == S3X_CHECK_HANDLED) return;
     double delay = 0;
     int v = s3x_xfer_judge(x, r, p->attempts, p->fb_timeout, &delay);
@@ -216,6 +221,68 @@ static int busy(const s3x_transfer *t) {
     return t->kind->pending && t->kind->pending((s3x_transfer *)t);
 }
 
+/* ---- the first-byte timeout of the attempts in flight ---------------------------
+ *
+ * A part's attempt waits for its first byte from t_sent, when the last byte
+ * of the request went out: before that the time is the upload's own (a
+ * 64 MiB part takes a while to send), not the server's; for a request
+ * without a body t_sent is t_start, so a GET is timed from its start. It is
+ * cut after the timeout in force (fixed, or learned: retry.h). A learned
+ * (DYNAMIC) timeout is applied with two more rules (S3X_FBT_UNSEEN_MULT):
+ * - an attempt keeps the learned timeout it started under when the timeout
+ *   falls (the server got faster again: what was sent before answers at the
+ *   old pace), and rises with it;
+ * - it is cut at one timeout only when an attempt sent after it has been
+ *   answered within the timeout, or none could be (no other attempt in
+ *   flight, or nothing more to send). Otherwise the later requests wait
+ *   too, which says the server is slow for all, not that this one is stuck:
+ *   it waits 4 timeouts. */
+
+/* An attempt's first byte came within the timeout fbt (ms): the latest such
+ * t_sent is kept (an answer slower than the timeout says nothing about
+ * attempts that wait). */
+static void note_answer(s3x_transfer *t, const s3x_http_req *r, int64_t fbt) {
+    if (r->t_first_byte > 0 && r->t_sent > t->answered_sent && fbt > 0 &&
+        (r->t_first_byte - r->t_sent) * 1000.0 <= (double)fbt)
+        t->answered_sent = r->t_sent;
+}
+
+typedef struct fb_view {
+    int64_t fbt;      /* the timeout in force, ms; 0: none */
+    int relative;     /* DYNAMIC (ROBUST) */
+    int waiting;      /* attempts in flight */
+    int more;         /* parts left to send (to feed, queued or waiting to retry) */
+    double answered;  /* t->answered_sent, brought up to date */
+} fb_view;
+
+static void fb_look(s3x_transfer *t, fb_view *v) {
+    v->fbt = s3x_fbt_current(&t->x->fbt);
+    v->relative = s3x_fbt_relative(&t->x->fbt);
+    v->waiting = 0;
+    v->more = t->kind->more(t);
+    for (int i = 0; i < t->nparts; i++) {
+        s3x_part *p = s3x_transfer_part(t, i);
+        if (p->state == S3X_PART_QUEUED || p->state == S3X_PART_RETRY_WAIT) v->more = 1;
+        if (p->state != S3X_PART_INFLIGHT) continue;
+        v->waiting++;
+        note_answer(t, &p->req, v->fbt);
+    }
+    v->answered = t->answered_sent;
+}
+
+/* When p's attempt in flight is to be cut (s3x_now() clock), 0: not timed. */
+static double fb_due(const fb_view *v, const s3x_part *p) {
+    const s3x_http_req *r = &p->req;
+    if (v->fbt <= 0 || r->t_sent <= 0 || r->t_first_byte > 0) return 0;
+    double ms = (double)v->fbt;
+    if (v->relative) {
+        if (p->fb_floor_ms > ms) ms = p->fb_floor_ms;
+        if (v->waiting > 1 && v->more && !(v->answered > r->t_sent) && S3X_FBT_UNSEEN_MULT * (double)v->fbt > ms)
+            ms = S3X_FBT_UNSEEN_MULT * (double)v->fbt;
+    }
+    return r->t_sent + ms / 1000.0;
+}
+
 /* The poll wait: until the earliest backoff deadline or first-byte deadline
  * of any transfer, at most 100 ms (cancel and heartbeats are looked at
  * between polls). */
@@ -226,14 +293,14 @@ static int poll_timeout_ms(s3x_sched *s) {
     if (gate > now && gate < next) next = gate;
     for (s3x_transfer *t = s->head; t; t = t->next) {
         if (t->finished) continue;
-        int64_t fbt = s3x_fbt_current(&t->x->fbt);
+        fb_view v;
+        fb_look(t, &v);
         for (int i = 0; i < t->nparts + t->nside; i++) {
             s3x_part *p = s3x_transfer_part(t, i);
             if (p->state == S3X_PART_RETRY_WAIT && p->retry_at < next) next = p->retry_at;
-            if (p->state == S3X_PART_INFLIGHT && !p->side && fbt > 0 && p->req.t_sent > 0 &&
-                p->req.t_first_byte == 0) {
-                double due = p->req.t_sent + (double)fbt / 1000.0;
-                if (due < next) next = due;
+            if (p->state == S3X_PART_INFLIGHT && !p->side) {
+                double due = fb_due(&v, p);
+                if (due > 0 && due < next) next = due;
             }
         }
     }
@@ -241,25 +308,35 @@ static int poll_timeout_ms(s3x_sched *s) {
     return ms < 1 ? 1 : (int)ms;
 }
 
-/* Cuts in-flight parts with no first byte within the first-byte timeout.
- * The clock starts at t_sent, when the last byte of the request went out:
- * before that the time is the upload's own (a 64 MiB part takes a while to
- * send), not the server's; for a request without a body t_sent is t_start,
- * so a GET is timed from its start. */
+/* Cuts the attempts in flight that are past their due time (fb_due), the
+ * most overdue first, each learned from before the next is looked at: the
+ * parts sent together reach a timeout together, and when the first cuts
+ * raise it (a run of cuts: the server slowed down), the others are judged
+ * by the raised one. */
 static void check_first_byte(s3x_transfer *t) {
-    int64_t fbt = s3x_fbt_current(&t->x->fbt);
-    if (fbt <= 0) return;
-    double now = s3x_now();
-    for (int i = 0; i < t->nparts; i++) {
-        s3x_part *p = s3x_transfer_part(t, i);
-        if (p->state != S3X_PART_INFLIGHT) continue;
-        s3x_http_req *r = &p->req;
-        if (r->t_sent > 0 && r->t_first_byte == 0 && (now - r->t_sent) * 1000.0 >= (double)fbt) {
-            p->fb_timeout = 1;
-            p->fb_timeout_used = fbt;
-            s3x_http_abort(t->sched->client, r);
-            on_part_done(r, p);
+    if (s3x_fbt_current(&t->x->fbt) <= 0) return;
+    for (;;) {
+        fb_view v;
+        fb_look(t, &v);
+        if (v.fbt <= 0) return;
+        double now = s3x_now(), worst = 0;
+        s3x_part *cut = NULL;
+        int64_t used = 0;
+        for (int i = 0; i < t->nparts; i++) {
+            s3x_part *p = s3x_transfer_part(t, i);
+            if (p->state != S3X_PART_INFLIGHT) continue;
+            double due = fb_due(&v, p);
+            if (due > 0 && now >= due && (!cut || now - due > worst)) {
+                cut = p;
+                worst = now - due;
+                used = (int64_t)llround((due - p->req.t_sent) * 1000.0);
+            }
         }
+        if (!cut) return;
+        cut->fb_timeout = 1;
+        cut->fb_timeout_used = used; /* how long it was given */
+        s3x_http_abort(t->sched->client, &cut->req);
+        on_part_done(&cut->req, cut);
     }
 }
 

@@ -58,7 +58,9 @@ typedef struct s3x_part {
     int attempts;              /* requests made for this part, this one included */
     double retry_at;           /* RETRY_WAIT: when to start again */
     int fb_timeout;            /* the last attempt was cut by the first-byte timeout */
-    int64_t fb_timeout_used;   /* ... that was in force for it, ms */
+    int64_t fb_timeout_used;   /* ... how long it was given, ms (scheduler.c: fb_due) */
+    double fb_floor_ms;        /* DYNAMIC: the learned timeout in force when this attempt started
+                                  (0 while none is learned); it keeps it if the timeout falls */
     s3x_http_req req;
     struct s3x_transfer *t;
 } s3x_part;
@@ -130,6 +132,8 @@ typedef struct s3x_transfer {
     int inflight;              /* parts INFLIGHT (side ones included) */
     int finished;              /* done, or failed and stopped */
     int ok;                    /* finished, and succeeded */
+    double answered_sent;      /* the latest t_sent of an attempt whose first byte came: whether a
+                                  request sent after a waiting one was answered (s3x_now() clock) */
     void *owner;               /* the batch's record of this transfer, or NULL */
     struct s3x_transfer *next;
     struct s3x_sched *sched;
