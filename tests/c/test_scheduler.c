@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 /* ---- the server: 404 for keys with "bad", 503 once per path for "flaky",
- * else 200 "ok" ---------------------------------------------------------------- */
+ * else 200 "ok"; keys "held-N" wait 2 s before the first answer for N = 10,
+ * keys "late-N" 400 ms before every answer for N >= 8 --------------------------- */
 
 static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
 static char seen[256][128];
@@ -49,6 +50,10 @@ static void *serve_conn(void *arg) {
         size_t used = (size_t)(end + 4 - buf);
         memmove(buf, buf + used, have - used);
         have -= used;
+        const char *dash = strrchr(path, '-');
+        int index = dash ? atoi(dash + 1) : -1;
+        if (strstr(path, "held") && index == 10 && first_time(path)) usleep(2000 * 1000);
+        if (strstr(path, "late") && index >= 8) usleep(400 * 1000);
         const char *resp;
         if (strstr(path, "bad"))
             resp = "HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: 62\r\n\r\n"
@@ -151,17 +156,21 @@ typedef struct one {
     s3x_transfer t;
 } one;
 
-static void one_init(one *o, s3x_client *cl, int id, const char *prefix, int nparts) {
+static void one_init_slow(one *o, s3x_client *cl, int id, const char *prefix, int nparts, int64_t slow_part) {
     memset(o, 0, sizeof *o);
     o->c.id = id;
     o->c.prefix = prefix;
     o->c.nparts = nparts;
     s3x_xfer_init(&o->x, cl, S3X_SCOPE_DOWNLOAD);
-    s3x_xfer_set(&o->x, S3X_PARAM_SLOW_PART_TIMEOUT, S3X_SLOW_PART_OFF);
+    s3x_xfer_set(&o->x, S3X_PARAM_SLOW_PART_TIMEOUT, slow_part);
     s3x_xfer_begin(&o->x, &o->res);
     o->t.what = "test of";
     o->t.bucket = "bkt";
     o->t.key = prefix;
+}
+
+static void one_init(one *o, s3x_client *cl, int id, const char *prefix, int nparts) {
+    one_init_slow(o, cl, id, prefix, nparts, S3X_SLOW_PART_OFF);
 }
 
 static void one_done(s3x_sched *s, one *o) {
@@ -271,6 +280,50 @@ int main(void) {
               "cancel error: %d %s", code, s3x_error_last()->message);
         CHECK(c.res.requests == 0, "no request made (%lld)", (long long)c.res.requests);
         one_done(&s, &c);
+    }
+
+    /* The learned slow-part timeout (DYNAMIC) applied to requests in flight
+     * (scheduler.c, fb_due). First a part held 2 s while the parts sent
+     * after it answer at once: it was overtaken, so it is cut at the
+     * learned timeout (150 ms, the floor, over sub-millisecond answers),
+     * not waited out. */
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 4);
+        one h;
+        one_init_slow(&h, cl, 1, "held", 24, S3X_SLOW_PART_DYNAMIC);
+        s3x_sched_add(&s, &h.t, &test_kind, &h.c, &h.x, 4, 0);
+        double t0 = s3x_now();
+        CHECK(s3x_sched_run(&s) == 0, "the held transfer succeeds: %s", s3x_error_last()->message);
+        double took = s3x_now() - t0;
+        CHECK(h.c.taken == 24, "every part taken (%d/24)", h.c.taken);
+        CHECK(h.res.retries_first_byte == 1, "the held part re-sent once (%lld re-sends)",
+              (long long)h.res.retries_first_byte);
+        CHECK(took < 1.5, "cut, not waited out: %.2f s", took);
+        one_done(&s, &h);
+    }
+
+    /* Then every part from the 9th on answers 400 ms late, the learned
+     * timeout still 150 ms: the requests in flight wait alike and none sent
+     * after another is answered first, so none is cut (the scheduler before
+     * these rules re-sent 5-8 of them), and the timeout follows the late
+     * answers (the re-base) before the last parts, which nothing could
+     * overtake, are timed at one timeout. The four sent together answer
+     * together: one still waiting when the other three have ended is not
+     * alone (their lanes go on), so it is not cut either. */
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 4);
+        one l;
+        one_init_slow(&l, cl, 1, "late", 24, S3X_SLOW_PART_DYNAMIC);
+        s3x_sched_add(&s, &l.t, &test_kind, &l.c, &l.x, 4, 0);
+        CHECK(s3x_sched_run(&s) == 0, "the late transfer succeeds: %s", s3x_error_last()->message);
+        CHECK(l.c.taken == 24, "every part taken (%d/24)", l.c.taken);
+        CHECK(l.res.retries_first_byte == 0, "a server slow for everyone: %lld re-sends, want none",
+              (long long)l.res.retries_first_byte);
+        CHECK(s3x_fbt_current(&l.x.fbt) > 400, "the timeout rose above the late answers: %lld ms",
+              (long long)s3x_fbt_current(&l.x.fbt));
+        one_done(&s, &l);
     }
 
     s3x_client_free(cl);

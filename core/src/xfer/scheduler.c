@@ -29,6 +29,7 @@ int s3x_sched_add(s3x_sched *s, s3x_transfer *t, const s3x_kind *kind, void *ctx
     t->finished = 0;
     t->ok = 0;
     t->answered_sent = 0;
+    t->last_done = 0;
     t->next = NULL;
     t->sched = s;
     t->parts = calloc((size_t)(nparts + nside), kind->part_size);
@@ -105,7 +106,10 @@ static void on_part_done(s3x_http_req *r, void *payload) {
     t->inflight--;
     if (!p->side) t->sched->conns--;
     p->state = S3X_PART_FREE;
-    if (!p->side) note_answer(t, r, s3x_fbt_current(&x->fbt));
+    if (!p->side) {
+        note_answer(t, r, s3x_fbt_current(&x->fbt));
+        t->last_done = s3x_now();
+    }
     if (t->kind->check && t->kind->check(t, p) == S3X_CHECK_HANDLED) return;
     double delay = 0;
     int v = s3x_xfer_judge(x, r, p->attempts, p->fb_timeout, &delay);
@@ -233,10 +237,11 @@ static int busy(const s3x_transfer *t) {
  *   falls (the server got faster again: what was sent before answers at the
  *   old pace), and rises with it;
  * - it is cut at one timeout only when an attempt sent after it has been
- *   answered within the timeout, or none could be (no other attempt in
- *   flight, or nothing more to send). Otherwise the later requests wait
- *   too, which says the server is slow for all, not that this one is stuck:
- *   it waits 4 timeouts. */
+ *   answered within the timeout, or none could be (nothing more to send,
+ *   or it is the only one in flight and none ended since it was sent: the
+ *   transfer's only lane, a download's probe). Otherwise the later requests
+ *   wait too, which says the server is slow for all, not that this one is
+ *   stuck: it waits 4 timeouts. */
 
 /* An attempt's first byte came within the timeout fbt (ms): the latest such
  * t_sent is kept (an answer slower than the timeout says nothing about
@@ -253,6 +258,7 @@ typedef struct fb_view {
     int waiting;      /* attempts in flight */
     int more;         /* parts left to send (to feed, queued or waiting to retry) */
     double answered;  /* t->answered_sent, brought up to date */
+    double last_done; /* t->last_done */
 } fb_view;
 
 static void fb_look(s3x_transfer *t, fb_view *v) {
@@ -268,6 +274,7 @@ static void fb_look(s3x_transfer *t, fb_view *v) {
         note_answer(t, &p->req, v->fbt);
     }
     v->answered = t->answered_sent;
+    v->last_done = t->last_done;
 }
 
 /* When p's attempt in flight is to be cut (s3x_now() clock), 0: not timed. */
@@ -277,7 +284,10 @@ static double fb_due(const fb_view *v, const s3x_part *p) {
     double ms = (double)v->fbt;
     if (v->relative) {
         if (p->fb_floor_ms > ms) ms = p->fb_floor_ms;
-        if (v->waiting > 1 && v->more && !(v->answered > r->t_sent) && S3X_FBT_UNSEEN_MULT * (double)v->fbt > ms)
+        /* Could a later request have overtaken it: more to send, and
+         * another in flight or one ended since (its lane went on). */
+        int could = v->more && (v->waiting > 1 || v->last_done > r->t_sent);
+        if (could && !(v->answered > r->t_sent) && S3X_FBT_UNSEEN_MULT * (double)v->fbt > ms)
             ms = S3X_FBT_UNSEEN_MULT * (double)v->fbt;
     }
     return r->t_sent + ms / 1000.0;

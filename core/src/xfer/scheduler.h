@@ -134,6 +134,7 @@ typedef struct s3x_transfer {
     int ok;                    /* finished, and succeeded */
     double answered_sent;      /* the latest t_sent of an attempt whose first byte came: whether a
                                   request sent after a waiting one was answered (s3x_now() clock) */
+    double last_done;          /* when a part's attempt last ended (answered, failed or cut) */
     void *owner;               /* the batch's record of this transfer, or NULL */
     struct s3x_transfer *next;
     struct s3x_sched *sched;
