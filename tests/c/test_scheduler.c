@@ -173,6 +173,15 @@ static void one_init(one *o, s3x_client *cl, int id, const char *prefix, int npa
     one_init_slow(o, cl, id, prefix, nparts, S3X_SLOW_PART_OFF);
 }
 
+/* One transfer of nparts GETs with this slow-part setting, alone on a
+ * scheduler of 4 connections, run to its end: the run's result. */
+static int run_alone(s3x_client *cl, s3x_sched *s, one *o, const char *prefix, int nparts, int64_t slow_part) {
+    s3x_sched_init(s, cl, 4);
+    one_init_slow(o, cl, 1, prefix, nparts, slow_part);
+    s3x_sched_add(s, &o->t, &test_kind, &o->c, &o->x, 4, 0);
+    return s3x_sched_run(s);
+}
+
 static void one_done(s3x_sched *s, one *o) {
     s3x_sched_remove(s, &o->t);
     s3x_xfer_end(&o->x);
@@ -289,12 +298,10 @@ int main(void) {
      * not waited out. */
     {
         s3x_sched s;
-        s3x_sched_init(&s, cl, 4);
         one h;
-        one_init_slow(&h, cl, 1, "held", 24, S3X_SLOW_PART_DYNAMIC);
-        s3x_sched_add(&s, &h.t, &test_kind, &h.c, &h.x, 4, 0);
         double t0 = s3x_now();
-        CHECK(s3x_sched_run(&s) == 0, "the held transfer succeeds: %s", s3x_error_last()->message);
+        CHECK(run_alone(cl, &s, &h, "held", 24, S3X_SLOW_PART_DYNAMIC) == 0, "the held transfer succeeds: %s",
+              s3x_error_last()->message);
         double took = s3x_now() - t0;
         CHECK(h.c.taken == 24, "every part taken (%d/24)", h.c.taken);
         CHECK(h.res.retries_first_byte == 1, "the held part re-sent once (%lld re-sends)",
@@ -313,11 +320,9 @@ int main(void) {
      * alone (their lanes go on), so it is not cut either. */
     {
         s3x_sched s;
-        s3x_sched_init(&s, cl, 4);
         one l;
-        one_init_slow(&l, cl, 1, "late", 24, S3X_SLOW_PART_DYNAMIC);
-        s3x_sched_add(&s, &l.t, &test_kind, &l.c, &l.x, 4, 0);
-        CHECK(s3x_sched_run(&s) == 0, "the late transfer succeeds: %s", s3x_error_last()->message);
+        CHECK(run_alone(cl, &s, &l, "late", 24, S3X_SLOW_PART_DYNAMIC) == 0, "the late transfer succeeds: %s",
+              s3x_error_last()->message);
         CHECK(l.c.taken == 24, "every part taken (%d/24)", l.c.taken);
         CHECK(l.res.retries_first_byte == 0, "a server slow for everyone: %lld re-sends, want none",
               (long long)l.res.retries_first_byte);

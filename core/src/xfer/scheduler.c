@@ -252,19 +252,20 @@ static void note_answer(s3x_transfer *t, const s3x_http_req *r, int64_t fbt) {
         t->answered_sent = r->t_sent;
 }
 
+/* What a transfer's due times depend on besides each attempt's own clock
+ * (with t->answered_sent, which fb_look brings up to date, and t->last_done). */
 typedef struct fb_view {
-    int64_t fbt;      /* the timeout in force, ms; 0: none */
+    int64_t fbt;      /* the timeout in force, ms; 0: none (nothing else is looked at) */
     int relative;     /* DYNAMIC (ROBUST) */
     int waiting;      /* attempts in flight */
     int more;         /* parts left to send (to feed, queued or waiting to retry) */
-    double answered;  /* t->answered_sent, brought up to date */
-    double last_done; /* t->last_done */
 } fb_view;
 
 static void fb_look(s3x_transfer *t, fb_view *v) {
     v->fbt = s3x_fbt_current(&t->x->fbt);
+    v->relative = v->waiting = v->more = 0;
+    if (v->fbt <= 0) return;
     v->relative = s3x_fbt_relative(&t->x->fbt);
-    v->waiting = 0;
     v->more = t->kind->more(t);
     for (int i = 0; i < t->nparts; i++) {
         s3x_part *p = s3x_transfer_part(t, i);
@@ -273,12 +274,10 @@ static void fb_look(s3x_transfer *t, fb_view *v) {
         v->waiting++;
         note_answer(t, &p->req, v->fbt);
     }
-    v->answered = t->answered_sent;
-    v->last_done = t->last_done;
 }
 
 /* When p's attempt in flight is to be cut (s3x_now() clock), 0: not timed. */
-static double fb_due(const fb_view *v, const s3x_part *p) {
+static double fb_due(const s3x_transfer *t, const fb_view *v, const s3x_part *p) {
     const s3x_http_req *r = &p->req;
     if (v->fbt <= 0 || r->t_sent <= 0 || r->t_first_byte > 0) return 0;
     double ms = (double)v->fbt;
@@ -286,8 +285,8 @@ static double fb_due(const fb_view *v, const s3x_part *p) {
         if (p->fb_floor_ms > ms) ms = p->fb_floor_ms;
         /* Could a later request have overtaken it: more to send, and
          * another in flight or one ended since (its lane went on). */
-        int could = v->more && (v->waiting > 1 || v->last_done > r->t_sent);
-        if (could && !(v->answered > r->t_sent) && S3X_FBT_UNSEEN_MULT * (double)v->fbt > ms)
+        int could = v->more && (v->waiting > 1 || t->last_done > r->t_sent);
+        if (could && !(t->answered_sent > r->t_sent) && S3X_FBT_UNSEEN_MULT * (double)v->fbt > ms)
             ms = S3X_FBT_UNSEEN_MULT * (double)v->fbt;
     }
     return r->t_sent + ms / 1000.0;
@@ -309,7 +308,7 @@ static int poll_timeout_ms(s3x_sched *s) {
             s3x_part *p = s3x_transfer_part(t, i);
             if (p->state == S3X_PART_RETRY_WAIT && p->retry_at < next) next = p->retry_at;
             if (p->state == S3X_PART_INFLIGHT && !p->side) {
-                double due = fb_due(&v, p);
+                double due = fb_due(t, &v, p);
                 if (due > 0 && due < next) next = due;
             }
         }
@@ -324,7 +323,6 @@ static int poll_timeout_ms(s3x_sched *s) {
  * raise it (a run of cuts: the server slowed down), the others are judged
  * by the raised one. */
 static void check_first_byte(s3x_transfer *t) {
-    if (s3x_fbt_current(&t->x->fbt) <= 0) return;
     for (;;) {
         fb_view v;
         fb_look(t, &v);
@@ -335,7 +333,7 @@ static void check_first_byte(s3x_transfer *t) {
         for (int i = 0; i < t->nparts; i++) {
             s3x_part *p = s3x_transfer_part(t, i);
             if (p->state != S3X_PART_INFLIGHT) continue;
-            double due = fb_due(&v, p);
+            double due = fb_due(t, &v, p);
             if (due > 0 && now >= due && (!cut || now - due > worst)) {
                 cut = p;
                 worst = now - due;
