@@ -16,6 +16,7 @@ static int check_eq(long long actual, long long expected, const char *file, int 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- rng and backoff -------------------------------------------------------- */
@@ -633,6 +634,7 @@ static void csim(s3x_fbt *f, s3x_rng *r, int conc, int n_answers, tgen gen, void
             if (fb[who] > slow_ms) st->slow_cuts++;
             else st->healthy_cuts++;
             s3x_fbt_on_timeout(f, t);
+            if (csim_carry && f->carry_key) s3x_fbt_carry_cut(csim_carry, f->carry_key, now / 1000.0);
         } else {
             st->answered++;
             if (fb[who] > slow_ms) st->slow++;
@@ -895,6 +897,149 @@ static void test_robust_first_answers(void) {
     }
 }
 
+/* ---- the tail rule -------------------------------------------------------------- */
+
+static int popcount_u32(uint32_t v) {
+    int n = 0;
+    for (; v; v &= v - 1) n++;
+    return n;
+}
+
+typedef struct tail_run {
+    int checks, lowered;   /* checkpoints (every 10 answers), those with the tail rule's timeout in force */
+    int64_t t_median;      /* the median timeout of the checkpoints */
+    int cuts, healthy_cuts, slow_cuts, answered;
+} tail_run;
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* n answers in steps of 10 (four in flight), after warm answers of the same mix. */
+static void tail_sim(s3x_fbt *f, uint64_t seed, tgen gen, void *arg, double slow_ms, int warm, int n, tail_run *tr) {
+    s3x_rng r;
+    s3x_rng_seed(&r, seed);
+    double clock = 0;
+    csim_stats st;
+    if (warm) csim(f, &r, 4, warm, gen, arg, slow_ms, &clock, &st);
+    memset(tr, 0, sizeof *tr);
+    static int64_t ts[1000];
+    for (int k = 0; k < n / 10 && k < 1000; k++) {
+        csim(f, &r, 4, 10, gen, arg, slow_ms, &clock, &st);
+        tr->cuts += st.cuts;
+        tr->healthy_cuts += st.healthy_cuts;
+        tr->slow_cuts += st.slow_cuts;
+        tr->answered += st.answered;
+        ts[tr->checks++] = s3x_fbt_current(f);
+        tr->lowered += f->tail_ms > 0;
+    }
+    qsort(ts, (size_t)tr->checks, sizeof ts[0], cmp_i64);
+    tr->t_median = tr->checks ? ts[tr->checks / 2] : 0;
+}
+
+static void test_robust_tail_rule(void) {
+    /* Upload parts answered in 80-160 ms: the relative rule's timeout is 3
+     * medians, about 360 ms. With a fifth of the attempts held 1-2 s, each
+     * held one waits that out; the tail rule brings the timeout down to
+     * 1.5 x the slowest answer (at most 240 ms) without cutting healthy
+     * ones. */
+    s3x_fbt f;
+    tail_run tr;
+    tmix tail20 = {{80, 160, 0.20, 1000, 2000, 0}, 0, 0, 0, 0, 0};
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 5 << 20);
+    tail_sim(&f, 4242, gen_tmix, &tail20, 160, 60, 1000, &tr);
+    printf("# tail rule, 20%% at 1-2 s over 80-160 ms: median timeout %lld ms, lowered at %d of %d checks, %d cuts "
+           "(%d healthy) for %d answers\n",
+           (long long)tr.t_median, tr.lowered, tr.checks, tr.cuts, tr.healthy_cuts, tr.answered);
+    CHECK(tr.t_median >= 160 && tr.t_median <= 240, "tail 20%%: median timeout %lld ms within 160..240",
+          (long long)tr.t_median);
+    CHECK(tr.lowered >= tr.checks * 9 / 10, "tail 20%%: lowered at %d of %d checks", tr.lowered, tr.checks);
+    CHECK(tr.healthy_cuts <= tr.answered / 200, "tail 20%%: %d healthy cuts for %d answers", tr.healthy_cuts,
+          tr.answered);
+
+    /* 1% held 10 s: a held attempt now and then is worth less than the
+     * healthy re-sends a lower timeout risks; the relative rule stays. */
+    tmix tail1 = {{80, 160, 0.01, 10000, 10000, 0}, 0, 0, 0, 0, 0};
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 5 << 20);
+    tail_sim(&f, 4343, gen_tmix, &tail1, 160, 60, 1000, &tr);
+    printf("# tail rule, 1%% at 10 s: median timeout %lld ms, lowered at %d of %d checks, %d cuts (%d healthy)\n",
+           (long long)tr.t_median, tr.lowered, tr.checks, tr.cuts, tr.healthy_cuts);
+    CHECK(tr.t_median >= 300, "tail 1%%: median timeout %lld ms, the relative rule's", (long long)tr.t_median);
+    CHECK(tr.lowered <= tr.checks / 10 && tr.healthy_cuts == 0, "tail 1%%: lowered at %d of %d checks, %d healthy cuts",
+          tr.lowered, tr.checks, tr.healthy_cuts);
+
+    /* No tail, but a heavy one of healthy answers (lognormal, sigma 0.5):
+     * the relative rule's own cuts (about 1%) must not set the tail rule off
+     * (it would cut more of them). The relative rule alone cuts 31 of
+     * 3000 answers on this seed; allowed 5% more. */
+    hdist logn = {"lognormal 100 ms", 100, 1e9, 0.5, 0, 0};
+    robust_init(&f, 4);
+    tail_sim(&f, 4444, gen_healthy, &logn, 1e18, 60, 3000, &tr);
+    printf("# tail rule, healthy lognormal 100 ms, sigma 0.5: %d cuts in %d answers, lowered at %d of %d checks\n",
+           tr.cuts, tr.answered, tr.lowered, tr.checks);
+    CHECK(tr.cuts <= 32, "healthy lognormal: %d cuts in %d answers, at most 32", tr.cuts, tr.answered);
+
+    /* The healthy answers double (160-320 ms) under a lowered timeout: the
+     * answers that still come in under it lift it, and it follows them up
+     * within a few dozen answers instead of cutting them. */
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 5 << 20);
+    tail_sim(&f, 4545, gen_tmix, &tail20, 160, 60, 200, &tr);
+    int64_t before = s3x_fbt_current(&f);
+    tmix tail20x2 = {{160, 320, 0.20, 1000, 2000, 0}, 0, 0, 0, 0, 0};
+    tail_sim(&f, 4646, gen_tmix, &tail20x2, 320, 0, 100, &tr);
+    int first_healthy = tr.healthy_cuts;
+    tail_sim(&f, 4747, gen_tmix, &tail20x2, 320, 0, 300, &tr);
+    printf("# tail rule, healthy answers 80-160 -> 160-320 ms: timeout %lld -> %lld ms (median after), %d healthy "
+           "cuts in the first 100 answers, %d in the next 300\n",
+           (long long)before, (long long)tr.t_median, first_healthy, tr.healthy_cuts);
+    CHECK(tr.t_median > 320 && tr.t_median <= 480, "slower answers: timeout %lld ms, within 320..480",
+          (long long)tr.t_median);
+    CHECK(first_healthy <= 15 && tr.healthy_cuts <= 3, "slower answers: %d healthy cuts, then %d", first_healthy,
+          tr.healthy_cuts);
+}
+
+static void test_carry_outcomes(void) {
+    /* Which attempts were cut travels with the carried answers: the next
+     * transfer of a kind whose attempts were cut a fifth of the time starts
+     * with the lowered timeout; one after a transfer without cuts does not. */
+    static s3x_fbt_carry c;
+    memset(&c, 0, sizeof c);
+    uint64_t key = s3x_fbt_carry_key("UploadPart", "http://127.0.0.1:9000", "b", 5 << 20);
+    csim_carry = &c;
+    s3x_fbt f;
+    tail_run tr;
+    tmix tail20 = {{80, 160, 0.20, 1000, 2000, 0}, 0, 0, 0, 0, 0};
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 5 << 20);
+    s3x_fbt_resume(&f, &c, key, 0);
+    tail_sim(&f, 5151, gen_tmix, &tail20, 160, 0, 100, &tr);
+    int carried_cuts = popcount_u32(c.slot[0].outcomes);
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 5 << 20);
+    s3x_fbt_resume(&f, &c, key, 1);
+    printf("# carried: %d of the last 32 attempts cut; the next transfer starts at %lld ms (lowered: %s)\n",
+           carried_cuts, (long long)s3x_fbt_current(&f), f.tail_ms > 0 ? "yes" : "no");
+    CHECK(carried_cuts >= 2 && f.outcomes == c.slot[0].outcomes && f.tail_ms > 0 && s3x_fbt_current(&f) <= 240,
+          "carried cuts: the next transfer starts lowered (%lld ms)", (long long)s3x_fbt_current(&f));
+
+    memset(&c, 0, sizeof c);
+    tmix none = {{80, 160, 0, 0, 0, 0}, 0, 0, 0, 0, 0};
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 5 << 20);
+    s3x_fbt_resume(&f, &c, key, 0);
+    tail_sim(&f, 5252, gen_tmix, &none, 160, 0, 100, &tr);
+    robust_init(&f, 4);
+    s3x_fbt_start(&f, 5 << 20);
+    s3x_fbt_resume(&f, &c, key, 1);
+    CHECK(c.slot[0].outcomes == 0 && f.tail_ms == 0 && s3x_fbt_current(&f) >= 300,
+          "no cuts carried: the relative rule's timeout (%lld ms)", (long long)s3x_fbt_current(&f));
+    csim_carry = NULL;
+}
+
 /* ---- carried between transfers ------------------------------------------------ */
 
 static void test_carry_key(void) {
@@ -1106,5 +1251,7 @@ int main(void) {
     test_carry_key();
     test_carry();
     test_carry_stale();
+    test_robust_tail_rule();
+    test_carry_outcomes();
     return tap_summary("test_retry");
 }

@@ -144,7 +144,7 @@ static void p90_on_timeout(s3x_fbt *f, int64_t used_ms) {
  * so a server that answers every attempt late is sent at most 8 plus half
  * again as many requests as with no timeout. */
 
-static void window_add(s3x_fbt *f, double v) {
+static void window_add(s3x_fbt *f, double v, int is_cut) {
     double *s = f->sorted;
     if (f->win_n == S3X_FBT_WINDOW) {
         /* Full: the oldest value (at win_pos) leaves the sorted copy. */
@@ -159,6 +159,7 @@ static void window_add(s3x_fbt *f, double v) {
         f->win_n--;
     }
     f->ring[f->win_pos] = v;
+    f->ring_cut[f->win_pos] = is_cut != 0;
     f->win_pos = (f->win_pos + 1) % S3X_FBT_WINDOW;
     int lo = 0, hi = f->win_n;
     while (lo < hi) {
@@ -192,10 +193,52 @@ static double kth_deviation(const double *s, int n, double m, int k) {
     return d;
 }
 
+/* The tail rule. The relative timeout aims above the healthy answers, so
+ * that it hardly ever cuts one; while a tail of slow attempts is being cut,
+ * each of them waits out that margin. Going down to TAIL_MARGIN x the
+ * slowest answer of the window saves (t - low) on every slow attempt and
+ * risks cutting a healthy one now and then: of n answers of one
+ * distribution the next is the slowest yet once in n + 1, and a healthy
+ * attempt cut costs at most a whole attempt more (attempt_ms: the body is
+ * sent again). With share h of the attempts cut lately, lower when
+ *     h x (t - low) > (1 - h) x attempt / (n + 1).
+ * A tail of a few percent does it (n of about 30 and an upload's attempt
+ * of a few hundred ms against a margin of 100-200 ms); no cut at all, or
+ * the rare cut of a healthy answer (the share decays by 1/8 per attempt),
+ * does not. Cut attempts are not answers: they do not count in n nor in
+ * the slowest, so a lowered timeout that cuts answers which got slower does
+ * not learn from them; it follows them up only through the answers that
+ * still come in under it (each one lifts "the slowest" by up to the
+ * margin), and the run-of-cuts lift and the re-base above still apply. */
+static int popcount32(uint32_t v) {
+    int n = 0;
+    for (; v; v &= v - 1) n++;
+    return n;
+}
+
+static double tail_timeout(s3x_fbt *f, double t, double m) {
+    int n = 0;
+    double slowest = 0;
+    for (int i = 0; i < f->win_n; i++) {
+        if (f->ring_cut[i]) continue;
+        n++;
+        if (f->ring[i] > slowest) slowest = f->ring[i];
+    }
+    if (n < S3X_FBT_TAIL_MIN_ANSWERS || f->samples < S3X_FBT_TAIL_MIN_SAMPLES) return t;
+    double low = S3X_FBT_TAIL_MARGIN * slowest;
+    if (low < S3X_FBT_MIN_MS) low = S3X_FBT_MIN_MS;
+    if (low >= t) return t;
+    double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;
+    if (!(h * (t - low) > (1.0 - h) * attempt / (double)(n + 1))) return t;
+    f->tail_lowered++;
+    return low;
+}
+
 static void robust_update(s3x_fbt *f) {
     int n = f->win_n;
     const double *s = f->sorted;
     f->timeout_ms = 0;
+    f->tail_ms = 0;
     f->timeout_exact_ms = 0;
     double m = 0;
     if (n > 0) {
@@ -223,6 +266,11 @@ static void robust_update(s3x_fbt *f) {
          * the slowest answer yet bounds the timeout from below too. */
         if (f->samples < S3X_FBT_SETTLED && S3X_FBT_START_MULT * f->slowest_ms > t)
             t = S3X_FBT_START_MULT * f->slowest_ms;
+        else {
+            double low = tail_timeout(f, t, m);
+            f->tail_ms = low < t ? low : 0;
+            t = low;
+        }
     }
     f->base_ms = t;
     if (f->lift_ms > t) t = f->lift_ms;
@@ -254,15 +302,18 @@ static void maybe_rebase(s3x_fbt *f) {
     f->win_n = 0;
     f->win_pos = 0;
     for (int i = 0; i < S3X_FBT_RECENT; i++)
-        window_add(f, f->recent[(f->recent_pos + i) % S3X_FBT_RECENT]); /* oldest first */
+        window_add(f, f->recent[(f->recent_pos + i) % S3X_FBT_RECENT], 0); /* oldest first */
     f->rebases++;
 }
 
-static void robust_on_success(s3x_fbt *f, double ttfb_ms) {
+static void robust_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
     f->answered++;
+    f->outcomes <<= 1;
+    if (request_ms > 0)
+        f->attempt_ms = f->attempt_ms > 0 ? f->attempt_ms + (request_ms - f->attempt_ms) / 8.0 : request_ms;
     f->samples++;
     f->run_of_cuts = 0;
-    window_add(f, ttfb_ms);
+    window_add(f, ttfb_ms, 0);
     f->recent[f->recent_pos] = ttfb_ms;
     f->recent_pos = (f->recent_pos + 1) % S3X_FBT_RECENT;
     if (f->recent_n < S3X_FBT_RECENT) f->recent_n++;
@@ -291,7 +342,8 @@ static void robust_on_timeout(s3x_fbt *f, int64_t used_ms) {
     if (used_ms <= 0) return;
     f->cuts++;
     f->run_of_cuts++;
-    window_add(f, (double)used_ms);
+    f->outcomes = f->outcomes << 1 | 1u;
+    window_add(f, (double)used_ms, 1);
     /* A run of cuts by the timeout in force (not an older, lower one still
      * being reported): the server slowed down, not a tail. Before the first
      * answer every cut counts as such a run: nothing says the starting
@@ -323,9 +375,11 @@ void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes) {
  * re-base the window; the budget counts this run's cuts and answers only,
  * so a stale carry cannot cost more re-sends than a transfer's own
  * learning can. Carried answers are kept for S3X_FBT_CARRY_MAX_AGE_S: a
- * client idle for longer starts from the starting timeout again. Cuts are
- * not carried (they say how the last timeout did, not how the server
- * answers). */
+ * client idle for longer starts from the starting timeout again. Cuts do
+ * not enter the carried window (their values say how the last timeout
+ * did, not how the server answers), but which of the last 32 attempts were
+ * cut is carried: a tail of slow attempts is the server's, and the tail
+ * rule weighs its share from the first request. */
 
 uint64_t s3x_fbt_carry_key(const char *op, const char *endpoint, const char *bucket, int64_t body_bytes) {
     /* FNV-1a over the fields, each ended by a 0 byte; a collision between
@@ -350,8 +404,7 @@ static s3x_fbt_carry_slot *carry_find(s3x_fbt_carry *c, uint64_t key) {
     return NULL;
 }
 
-void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double now_s) {
-    if (!c || !key) return;
+static s3x_fbt_carry_slot *carry_slot(s3x_fbt_carry *c, uint64_t key) {
     s3x_fbt_carry_slot *s = carry_find(c, key);
     if (!s) {
         s = &c->slot[0];
@@ -360,6 +413,20 @@ void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double no
         memset(s, 0, sizeof *s);
         s->key = key;
     }
+    return s;
+}
+
+void s3x_fbt_carry_cut(s3x_fbt_carry *c, uint64_t key, double now_s) {
+    if (!c || !key) return;
+    s3x_fbt_carry_slot *s = carry_slot(c, key);
+    s->outcomes = s->outcomes << 1 | 1u;
+    s->last_s = now_s;
+}
+
+void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double now_s) {
+    if (!c || !key) return;
+    s3x_fbt_carry_slot *s = carry_slot(c, key);
+    s->outcomes <<= 1;
     s->ring[s->pos] = ttfb_ms < 0 ? 0 : ttfb_ms;
     s->pos = (s->pos + 1) % S3X_FBT_WINDOW;
     if (s->n < S3X_FBT_WINDOW) s->n++;
@@ -374,11 +441,13 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s) {
     if (!s || s->n == 0) return;
     if (now_s - s->last_s > S3X_FBT_CARRY_MAX_AGE_S) {
         s->n = s->pos = 0; /* stale: this run starts afresh and refills it */
+        s->outcomes = 0;
         return;
     }
+    f->outcomes = s->outcomes;
     for (int i = 0; i < s->n; i++) {
         double v = s->ring[(s->pos - s->n + i + S3X_FBT_WINDOW) % S3X_FBT_WINDOW]; /* oldest first */
-        window_add(f, v);
+        window_add(f, v, 0);
         if (f->samples < S3X_FBT_SETTLED && v > f->slowest_ms) f->slowest_ms = v;
         f->samples++;
         f->carried++;
@@ -389,7 +458,7 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s) {
 void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
     if (f->mode != 2) return;
     if (f->estimator == S3X_FBT_P90) p90_on_success(f, request_ms, ttfb_ms);
-    else robust_on_success(f, ttfb_ms < 0 ? 0 : ttfb_ms);
+    else robust_on_success(f, request_ms, ttfb_ms < 0 ? 0 : ttfb_ms);
 }
 
 void s3x_fbt_on_timeout(s3x_fbt *f, int64_t used_ms) {

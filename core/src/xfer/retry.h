@@ -53,6 +53,14 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_RECENT 8          /* answers compared */
 #define S3X_FBT_RECENT_K 3        /* the k-th lowest (k-th highest) of them decides */
 #define S3X_FBT_SHIFT_MULT 2.0    /* above this many medians (and 4 spreads) ... : the server slowed down */
+/* A tail being cut: the timeout may go down to this many times the slowest
+ * answer of the window (never below S3X_FBT_MIN_MS) when the expected time
+ * saved on slow attempts outweighs the expected re-sends of healthy ones
+ * (retry.c, tail_timeout). */
+#define S3X_FBT_TAIL_MARGIN 1.5
+#define S3X_FBT_TAIL_MIN_ANSWERS 16 /* answers in the window needed (the slowest of fewer says little) ... */
+#define S3X_FBT_TAIL_MIN_SAMPLES 24 /* ... and answers learned from in all (a transfer's first ones are too few) */
+/* The share of cut attempts is that of the last 32 (a bit each). */
 
 /* How the scheduler applies a ROBUST timeout to the attempts in flight
  * (scheduler.c, check_first_byte): an attempt keeps the learned timeout that
@@ -79,6 +87,7 @@ typedef struct s3x_fbt_carry_slot {
     double ring[S3X_FBT_WINDOW];  /* the last answers (first-byte ms), arrival order */
     int n, pos;
     double last_s;                /* when the last of them came (the caller's clock, seconds) */
+    uint32_t outcomes;            /* the last 32 attempts, newest in bit 0: 1 = cut */
 } s3x_fbt_carry_slot;
 
 /* One per client (plain memory: the client frees it). Only the thread that
@@ -105,6 +114,7 @@ typedef struct s3x_fbt {
     int64_t ttfb_n;
     /* ROBUST */
     double ring[S3X_FBT_WINDOW];   /* the window in arrival order */
+    unsigned char ring_cut[S3X_FBT_WINDOW]; /* 1 where that value is a cut's timeout, not an answer */
     double sorted[S3X_FBT_WINDOW]; /* the same values, ascending */
     int win_n, win_pos;
     double median_ms, spread_ms;   /* of the window; spread = 1.4826 x MAD */
@@ -116,6 +126,10 @@ typedef struct s3x_fbt {
     double recent[S3X_FBT_RECENT]; /* the last answers (cuts not included), in arrival order */
     int recent_n, recent_pos;
     int64_t answered, cuts;        /* attempts answered in time / cut, this run */
+    uint32_t outcomes;             /* the last 32 attempts, newest in bit 0: 1 = cut (carried in too) */
+    double attempt_ms;             /* moving average of a whole answered attempt (what a re-send costs) */
+    double tail_ms;                /* the lowered timeout when the tail rule set it, else 0 */
+    int64_t tail_lowered;          /* updates at which the tail rule lowered the timeout */
     int64_t samples;               /* answers learned from: this run's plus those carried in */
     int64_t carried;               /* answers carried in from earlier transfers */
     int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
@@ -154,6 +168,8 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s);
 /* Adds an answer (first-byte ms) under key, claiming a free or the least
  * recently used slot for a new key. */
 void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double now_s);
+/* ... and an attempt cut (counted among the last 32 attempts, not an answer). */
+void s3x_fbt_carry_cut(s3x_fbt_carry *c, uint64_t key, double now_s);
 /* A request finished well: its whole duration and its time to first byte
  * (for a request with a body, counted from when the body was sent). */
 void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms);

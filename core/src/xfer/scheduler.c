@@ -113,7 +113,7 @@ static void on_part_done(s3x_http_req *r, void *payload) {
     if (t->kind->check && t->kind->check(t, p) == S3X_CHECK_HANDLED) return;
     double delay = 0;
     int v = s3x_xfer_judge(x, r, p->attempts, p->fb_timeout, &delay);
-    if (p->fb_timeout) s3x_fbt_on_timeout(&x->fbt, p->fb_timeout_used);
+    if (p->fb_timeout) s3x_xfer_learn_cut(x, p->fb_timeout_used);
     if (v == S3X_REQ_RETRY) {
         p->state = S3X_PART_RETRY_WAIT;
         p->retry_at = s3x_now() + delay;

@@ -146,6 +146,11 @@ void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r) {
     if (x->fbt.carry_key) s3x_fbt_carry_add(x->client->fbt_carry, x->fbt.carry_key, ttfb, r->t_end);
 }
 
+void s3x_xfer_learn_cut(s3x_xfer *x, int64_t used_ms) {
+    s3x_fbt_on_timeout(&x->fbt, used_ms);
+    if (x->fbt.carry_key && used_ms > 0) s3x_fbt_carry_cut(x->client->fbt_carry, x->fbt.carry_key, s3x_now());
+}
+
 void s3x_xfer_carry_in(s3x_xfer *x, const s3x_http_req *r) {
     if (x->fbt.carry_tried) return;
     x->fbt.carry_tried = 1;

@@ -85,6 +85,10 @@ int s3x_xfer_storm_expired(s3x_xfer *x, double now);
 /* First-byte timeout bookkeeping for a finished successful request (and
  * the client's carry, see below). */
 void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r);
+/* An attempt was cut by the first-byte timeout after used_ms: the
+ * timeout learns it, and the client's carry counts it among the recent
+ * attempts of its kind. */
+void s3x_xfer_learn_cut(s3x_xfer *x, int64_t used_ms);
 /* Before the run's first part request r (prepared) goes out: a DYNAMIC
  * timeout starts from what the client's earlier transfers of that kind
  * learned (s3x_fbt_resume, keyed by r's operation, endpoint, bucket and body
