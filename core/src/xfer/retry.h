@@ -55,12 +55,11 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_SHIFT_MULT 2.0    /* above this many medians (and 4 spreads) ... : the server slowed down */
 /* A tail being cut: the timeout may go down to this many times the slowest
  * answer of the window (never below S3X_FBT_MIN_MS) when the expected time
- * saved on slow attempts outweighs the expected re-sends of healthy ones
- * (retry.c, tail_timeout). */
+ * saved on the attempts cut (a share of the last 32) outweighs the expected
+ * re-sends of healthy ones (retry.c, tail_timeout). */
 #define S3X_FBT_TAIL_MARGIN 1.5
 #define S3X_FBT_TAIL_MIN_ANSWERS 16 /* answers in the window needed (the slowest of fewer says little) ... */
 #define S3X_FBT_TAIL_MIN_SAMPLES 24 /* ... and answers learned from in all (a transfer's first ones are too few) */
-/* The share of cut attempts is that of the last 32 (a bit each). */
 
 /* How the scheduler applies a ROBUST timeout to the attempts in flight
  * (scheduler.c, check_first_byte): an attempt keeps the learned timeout that
@@ -129,7 +128,6 @@ typedef struct s3x_fbt {
     uint32_t outcomes;             /* the last 32 attempts, newest in bit 0: 1 = cut (carried in too) */
     double attempt_ms;             /* moving average of a whole answered attempt (what a re-send costs) */
     double tail_ms;                /* the lowered timeout when the tail rule set it, else 0 */
-    int64_t tail_lowered;          /* updates at which the tail rule lowered the timeout */
     int64_t samples;               /* answers learned from: this run's plus those carried in */
     int64_t carried;               /* answers carried in from earlier transfers */
     int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
