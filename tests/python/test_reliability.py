@@ -393,8 +393,11 @@ def test_stalled_connection_is_dropped_and_retried(pclient, client, bucket, prox
 
 
 @pytest.fixture
-def passing_bucket(boto):
-    yield from named_bucket(boto, "s3xfer-fixed-passing")
+def passing_bucket(boto, request):
+    # one bucket per concurrency: each variant's fixture empties its bucket,
+    # aborting uploads, which must not touch the other variant's run when the
+    # two run at once on two workers
+    yield from named_bucket(boto, f"s3xfer-fixed-passing-c{request.node.callspec.params['conc']}")
 
 
 @pytest.mark.parametrize("conc", [1, 4])
