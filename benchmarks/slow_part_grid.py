@@ -41,9 +41,18 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
                                  [--concurrency 4] [--runs 3] [--no-legacy] [--no-carry-variant]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
-                                 [--no-slowdown] [--out PREFIX]
+                                 [--no-slowdown] [--quick] [--out PREFIX|DIR]
 
---fractions "" runs the slow-down cells only.
+--fractions "" runs the slow-down cells only. --quick is the default suite's
+entry (`benchmarks/run`): 128 MiB up and down (26 parts: with fewer, the
+slow-down reaches a transfer's last parts, which are cut at one timeout,
+docs/reliability.md point 8), the 10% x 2-5 s cells and the two slow-down
+cells, no P90 and no no-carry variant (84 transfers at --runs 3, about 3
+minutes here); options given as well still apply. --out PREFIX writes
+PREFIX.md, PREFIX.json and PREFIX.records.jsonl; --out naming an existing
+directory (as `run` passes it) writes results.md, results.json and
+records.jsonl in it. --clients (from `run --runners`) is accepted: the grid
+is s3xfer's Python binding alone, so it runs when the list has s3xfer-py.
 """
 
 from __future__ import annotations
@@ -317,14 +326,14 @@ def main() -> int:
     from faultproxy import FaultProxy
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size", default="100MiB")
+    ap.add_argument("--size", default=None, help="both objects (default 100MiB, 128MiB with --quick)")
     ap.add_argument("--size-up", default=None, help="the upload's object (default --size)")
     ap.add_argument("--size-down", default=None, help="the download's object (default --size)")
     ap.add_argument("--part-size", default="5MiB")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--fractions", default="0.01,0.05,0.1,0.2")
-    ap.add_argument("--delays", default="1-2,2-5,10")
+    ap.add_argument("--fractions", default=None, help="default 0.01,0.05,0.1,0.2 (0.1 with --quick)")
+    ap.add_argument("--delays", default=None, help="default 1-2,2-5,10 (2-5 with --quick)")
     ap.add_argument("--directions", default="upload,download")
     ap.add_argument("--fixed", default="200,400,800,1600,3200")
     ap.add_argument("--no-legacy", action="store_true", help="leave out DYNAMIC with the P90 estimator")
@@ -332,8 +341,28 @@ def main() -> int:
                     help="leave out DYNAMIC without the carry between transfers (S3X_FBT_CARRY=off)")
     ap.add_argument("--no-slowdown", action="store_true")
     ap.add_argument("--build")
-    ap.add_argument("--out", default=None, help="write PREFIX.md and PREFIX.json")
+    ap.add_argument("--quick", action="store_true",
+                    help="the default suite's entry: 128MiB, 10%% x 2-5 s and the slow-down cells")
+    ap.add_argument("--clients", default=None, help="runners asked for (benchmarks/run --runners)")
+    ap.add_argument("--out", default=None,
+                    help="PREFIX: write PREFIX.md, .json, .records.jsonl; an existing directory: results.* in it")
     a = ap.parse_args()
+    if a.quick:
+        a.no_legacy = a.no_carry_variant = True
+    a.size = a.size or ("128MiB" if a.quick else "100MiB")
+    a.fractions = a.fractions if a.fractions is not None else ("0.1" if a.quick else "0.01,0.05,0.1,0.2")
+    a.delays = a.delays or ("2-5" if a.quick else "1-2,2-5,10")
+    if a.out and os.path.isdir(a.out):
+        out_dir = a.out
+        a.out = os.path.join(out_dir, "results")
+        records_path = os.path.join(out_dir, "records.jsonl")
+    else:
+        records_path = a.out + ".records.jsonl" if a.out else None
+    if a.clients is not None and "s3xfer-py" not in a.clients.split(","):
+        note = f"slow-part grid: skipped (it runs s3xfer's Python binding, s3xfer-py, not in --clients {a.clients})"
+        print(note)
+        benchlib.write_out(a.out, note, {"skipped": note})
+        return 0
     size, part = benchlib.parse_size(a.size), benchlib.parse_size(a.part_size)
     build = benchlib.build_dir(a.build)
     sys.path.insert(0, os.path.join(build, "python"))
@@ -375,7 +404,7 @@ def main() -> int:
     load0 = os.getloadavg()
     on_record = None
     if a.out:
-        partial = a.out + ".records.jsonl"  # one line per transfer as it ends
+        partial = records_path  # one line per transfer as it ends
         open(partial, "w").close()
 
         def on_record(rec):
