@@ -18,7 +18,8 @@
 
 /* ---- the server: 404 for keys with "bad", 503 once per path for "flaky",
  * else 200 "ok"; keys "held-N" wait 2 s before the first answer for N = 10,
- * keys "late-N" 400 ms before every answer for N >= 8 --------------------------- */
+ * keys "late-N" 400 ms before every answer for N >= 8; keys "lasthold-N" wait
+ * 2 s before the first answer for N = 15 ------------------------------------------ */
 
 static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
 static char seen[256][128];
@@ -54,6 +55,7 @@ static void *serve_conn(void *arg) {
         int index = dash ? atoi(dash + 1) : -1;
         if (strstr(path, "held") && index == 10 && first_time(path)) usleep(2000 * 1000);
         if (strstr(path, "late") && index >= 8) usleep(400 * 1000);
+        if (strstr(path, "lasthold") && index == 15 && first_time(path)) usleep(2000 * 1000);
         const char *resp;
         if (strstr(path, "bad"))
             resp = "HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: 62\r\n\r\n"
@@ -308,6 +310,41 @@ int main(void) {
               (long long)h.res.retries_first_byte);
         CHECK(took < 1.5, "cut, not waited out: %.2f s", took);
         one_done(&s, &h);
+    }
+
+    /* The last of 16 parts held 2 s, the three sent just before it
+     * answered at once: nothing more is to be sent, so nothing can be sent
+     * after it, but its siblings sent within a timeout before it were
+     * answered and it was not: cut at one timeout, not waited out. */
+    {
+        s3x_sched s;
+        one h;
+        double t0 = s3x_now();
+        CHECK(run_alone(cl, &s, &h, "lasthold", 16, S3X_SLOW_PART_DYNAMIC) == 0,
+              "the transfer whose last part is held succeeds: %s", s3x_error_last()->message);
+        double took = s3x_now() - t0;
+        CHECK(h.c.taken == 16, "every part taken (%d/16)", h.c.taken);
+        CHECK(h.res.retries_first_byte == 1, "the held last part re-sent once (%lld re-sends)",
+              (long long)h.res.retries_first_byte);
+        CHECK(took < 1.5, "the last part cut, not waited out: %.2f s", took);
+        one_done(&s, &h);
+    }
+
+    /* 16 parts, every one from the 9th on 400 ms late: the last four are
+     * sent when the 9th-12th answer late, with nothing more to send and too
+     * few late answers for the window to re-base. Every answer within the
+     * timeout came to a request sent long before them: the server is slow
+     * for all, so they are not cut at one timeout (the rule before cut
+     * them, as the last parts of a short transfer, at 150 ms). */
+    {
+        s3x_sched s;
+        one l;
+        CHECK(run_alone(cl, &s, &l, "latesmall", 16, S3X_SLOW_PART_DYNAMIC) == 0,
+              "the short late transfer succeeds: %s", s3x_error_last()->message);
+        CHECK(l.c.taken == 16, "every part taken (%d/16)", l.c.taken);
+        CHECK(l.res.retries_first_byte == 0, "its last parts, slow like the others: %lld re-sends, want none",
+              (long long)l.res.retries_first_byte);
+        one_done(&s, &l);
     }
 
     /* Then every part from the 9th on answers 400 ms late, the learned

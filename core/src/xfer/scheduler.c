@@ -237,11 +237,14 @@ static int busy(const s3x_transfer *t) {
  *   falls (the server got faster again: what was sent before answers at the
  *   old pace), and rises with it;
  * - it is cut at one timeout only when an attempt sent after it has been
- *   answered within the timeout, or none could be (nothing more to send,
- *   or it is the only one in flight and none ended since it was sent: the
- *   transfer's only lane, a download's probe). Otherwise the later requests
- *   wait too, which says the server is slow for all, not that this one is
- *   stuck: it waits 4 timeouts. */
+ *   answered within the timeout, or none could be (it is the only one in
+ *   flight and none ended since it was sent: the transfer's only lane, a
+ *   download's probe). Otherwise the later requests wait too, which says
+ *   the server is slow for all, not that this one is stuck: it waits 4
+ *   timeouts. When nothing more is to be sent (a transfer's last parts),
+ *   nothing can be sent after it: an attempt sent at most one timeout
+ *   before it and answered within the timeout stands in (its siblings were
+ *   answered, it was not). */
 
 /* An attempt's first byte came within the timeout fbt (ms): the latest such
  * t_sent is kept (an answer slower than the timeout says nothing about
@@ -283,10 +286,13 @@ static double fb_due(const s3x_transfer *t, const fb_view *v, const s3x_part *p)
     double ms = (double)v->fbt;
     if (v->relative) {
         if (p->fb_floor_ms > ms) ms = p->fb_floor_ms;
-        /* Could a later request have overtaken it: more to send, and
-         * another in flight or one ended since (its lane went on). */
-        int could = v->more && (v->waiting > 1 || t->last_done > r->t_sent);
-        if (could && !(t->answered_sent > r->t_sent) && S3X_FBT_UNSEEN_MULT * (double)v->fbt > ms)
+        /* Could another request show it stuck rather than the server slow:
+         * another in flight, or one ended since it was sent. */
+        int could = v->waiting > 1 || t->last_done > r->t_sent;
+        /* Did one: answered within the timeout and sent after it, or, with
+         * nothing more to send, sent at most one timeout before it. */
+        double since = v->more ? r->t_sent : r->t_sent - (double)v->fbt / 1000.0;
+        if (could && !(t->answered_sent > since) && S3X_FBT_UNSEEN_MULT * (double)v->fbt > ms)
             ms = S3X_FBT_UNSEEN_MULT * (double)v->fbt;
     }
     return r->t_sent + ms / 1000.0;
