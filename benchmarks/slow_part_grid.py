@@ -44,10 +44,9 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
                                  [--no-slowdown] [--quick] [--out PREFIX|DIR]
 
 --fractions "" runs the slow-down cells only. --quick is the default suite's
-entry (`benchmarks/run`): 128 MiB up and down (26 parts: with fewer, the
-slow-down reaches a transfer's last parts, which are cut at one timeout,
-docs/reliability.md point 8), the 10% x 2-5 s cells and the two slow-down
-cells, no P90 and no no-carry variant (84 transfers at --runs 3, about 3
+entry (`benchmarks/run`): 128 MiB up and down (26 parts: with fewer, only a
+few attempts fall in the slow-down, see benchmarks/README.md), the 10% x 2-5 s
+cells and the two slow-down cells, no P90 and no no-carry variant (84 transfers at --runs 3, about 3
 minutes here); options given as well still apply. --out PREFIX writes
 PREFIX.md, PREFIX.json and PREFIX.records.jsonl; --out naming an existing
 directory (as `run` passes it) writes results.md, results.json and
