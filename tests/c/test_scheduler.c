@@ -190,6 +190,22 @@ static void one_done(s3x_sched *s, one *o) {
     s3x_xfer_destroy(&o->x);
 }
 
+/* A DYNAMIC transfer of nparts whose one held part (the server holds it 2 s)
+ * is cut once and re-sent, not waited out. */
+static void held_once(s3x_client *cl, const char *prefix, int nparts) {
+    s3x_sched s;
+    one h;
+    double t0 = s3x_now();
+    CHECK(run_alone(cl, &s, &h, prefix, nparts, S3X_SLOW_PART_DYNAMIC) == 0, "%s: the transfer succeeds: %s", prefix,
+          s3x_error_last()->message);
+    double took = s3x_now() - t0;
+    CHECK(h.c.taken == nparts, "%s: every part taken (%d/%d)", prefix, h.c.taken, nparts);
+    CHECK(h.res.retries_first_byte == 1, "%s: the held part re-sent once (%lld re-sends)", prefix,
+          (long long)h.res.retries_first_byte);
+    CHECK(took < 1.5, "%s: cut, not waited out: %.2f s", prefix, took);
+    one_done(&s, &h);
+}
+
 int main(void) {
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
@@ -298,37 +314,13 @@ int main(void) {
      * after it answer at once: it was overtaken, so it is cut at the
      * learned timeout (150 ms, the floor, over sub-millisecond answers),
      * not waited out. */
-    {
-        s3x_sched s;
-        one h;
-        double t0 = s3x_now();
-        CHECK(run_alone(cl, &s, &h, "held", 24, S3X_SLOW_PART_DYNAMIC) == 0, "the held transfer succeeds: %s",
-              s3x_error_last()->message);
-        double took = s3x_now() - t0;
-        CHECK(h.c.taken == 24, "every part taken (%d/24)", h.c.taken);
-        CHECK(h.res.retries_first_byte == 1, "the held part re-sent once (%lld re-sends)",
-              (long long)h.res.retries_first_byte);
-        CHECK(took < 1.5, "cut, not waited out: %.2f s", took);
-        one_done(&s, &h);
-    }
+    held_once(cl, "held", 24);
 
     /* The last of 16 parts held 2 s, the three sent just before it
      * answered at once: nothing more is to be sent, so nothing can be sent
      * after it, but its siblings sent within a timeout before it were
      * answered and it was not: cut at one timeout, not waited out. */
-    {
-        s3x_sched s;
-        one h;
-        double t0 = s3x_now();
-        CHECK(run_alone(cl, &s, &h, "lasthold", 16, S3X_SLOW_PART_DYNAMIC) == 0,
-              "the transfer whose last part is held succeeds: %s", s3x_error_last()->message);
-        double took = s3x_now() - t0;
-        CHECK(h.c.taken == 16, "every part taken (%d/16)", h.c.taken);
-        CHECK(h.res.retries_first_byte == 1, "the held last part re-sent once (%lld re-sends)",
-              (long long)h.res.retries_first_byte);
-        CHECK(took < 1.5, "the last part cut, not waited out: %.2f s", took);
-        one_done(&s, &h);
-    }
+    held_once(cl, "lasthold", 16);
 
     /* 16 parts, every one from the 9th on 400 ms late: the last four are
      * sent when the 9th-12th answer late, with nothing more to send and too
