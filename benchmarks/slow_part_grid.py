@@ -49,8 +49,7 @@ few attempts fall in the slow-down, see benchmarks/README.md), the 10% x 2-5 s
 cells and the two slow-down cells, no P90 and no no-carry variant (84 transfers at --runs 3, about 3
 minutes here); options given as well still apply. --out PREFIX writes
 PREFIX.md, PREFIX.json and PREFIX.records.jsonl; --out naming an existing
-directory (as `run` passes it) writes results.md, results.json and
-records.jsonl in it. --clients (from `run --runners`) is accepted: the grid
+directory (as `run` passes it) is the prefix DIR/results. --clients (from `run --runners`) is accepted: the grid
 is s3xfer's Python binding alone, so it runs when the list has s3xfer-py.
 """
 
@@ -68,6 +67,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SLOWDOWN = "slowdown"          # the fraction column of the slow-down cell
 SLOWDOWN_DELAY = "+0.3"         # its delay column: every first byte 300 ms late
 SLOWDOWN_SPAN = (0.25, 0.75)    # ... from this share of the bytes done to this one
+# --quick, the default suite's entry: 26 parts each way, one tail cell per
+# direction and the slow-down cells, DYNAMIC carried only.
+QUICK = {"size": "128MiB", "fractions": "0.1", "delays": "2-5", "no_legacy": True, "no_carry_variant": True}
 
 
 ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY")  # benchmark-only switches (core/src/xfer/retry.h)
@@ -325,14 +327,14 @@ def main() -> int:
     from faultproxy import FaultProxy
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size", default=None, help="both objects (default 100MiB, 128MiB with --quick)")
+    ap.add_argument("--size", default="100MiB", help="both objects")
     ap.add_argument("--size-up", default=None, help="the upload's object (default --size)")
     ap.add_argument("--size-down", default=None, help="the download's object (default --size)")
     ap.add_argument("--part-size", default="5MiB")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--fractions", default=None, help="default 0.01,0.05,0.1,0.2 (0.1 with --quick)")
-    ap.add_argument("--delays", default=None, help="default 1-2,2-5,10 (2-5 with --quick)")
+    ap.add_argument("--fractions", default="0.01,0.05,0.1,0.2")
+    ap.add_argument("--delays", default="1-2,2-5,10")
     ap.add_argument("--directions", default="upload,download")
     ap.add_argument("--fixed", default="200,400,800,1600,3200")
     ap.add_argument("--no-legacy", action="store_true", help="leave out DYNAMIC with the P90 estimator")
@@ -346,17 +348,11 @@ def main() -> int:
     ap.add_argument("--out", default=None,
                     help="PREFIX: write PREFIX.md, .json, .records.jsonl; an existing directory: results.* in it")
     a = ap.parse_args()
-    if a.quick:
-        a.no_legacy = a.no_carry_variant = True
-    a.size = a.size or ("128MiB" if a.quick else "100MiB")
-    a.fractions = a.fractions if a.fractions is not None else ("0.1" if a.quick else "0.01,0.05,0.1,0.2")
-    a.delays = a.delays or ("2-5" if a.quick else "1-2,2-5,10")
+    if a.quick:  # its presets become the defaults: options given still apply
+        ap.set_defaults(**QUICK)
+        a = ap.parse_args()
     if a.out and os.path.isdir(a.out):
-        out_dir = a.out
-        a.out = os.path.join(out_dir, "results")
-        records_path = os.path.join(out_dir, "records.jsonl")
-    else:
-        records_path = a.out + ".records.jsonl" if a.out else None
+        a.out = os.path.join(a.out, "results")
     if a.clients is not None and "s3xfer-py" not in a.clients.split(","):
         note = f"slow-part grid: skipped (it runs s3xfer's Python binding, s3xfer-py, not in --clients {a.clients})"
         print(note)
@@ -403,7 +399,7 @@ def main() -> int:
     load0 = os.getloadavg()
     on_record = None
     if a.out:
-        partial = records_path  # one line per transfer as it ends
+        partial = a.out + ".records.jsonl"  # one line per transfer as it ends
         open(partial, "w").close()
 
         def on_record(rec):
