@@ -196,35 +196,41 @@ static double kth_deviation(const double *s, int n, double m, int k) {
 /* The tail rule. The relative timeout aims above the healthy answers, so
  * that it hardly ever cuts one; while a tail of slow attempts is being cut,
  * each of them waits out that margin. Going down to TAIL_MARGIN x the
- * slowest answer of the window saves (t - low) on every slow attempt and
- * risks cutting a healthy one now and then: of n answers of one
+ * slowest of the last TAIL_HISTORY answers saves (t - low) on every slow
+ * attempt and risks cutting a healthy one now and then: of n answers of one
  * distribution the next is the slowest yet once in n + 1, and a healthy
  * attempt cut costs at most a whole attempt more (attempt_ms: the body is
  * sent again). With share h of the attempts cut lately, lower when
  *     h x (t - low) > (1 - h) x attempt / (n + 1).
  * h counts the cuts among the last 32 attempts (carried in with the
  * answers). With an upload's numbers (t 330 ms, low 200, attempts of
- * 300 ms, n about 30) two cuts in 32 do not set it off and three do: a
- * tail of 20% keeps it on, one of 1%, or the relative rule's own rare cuts
- * of healthy answers, do not. Cut attempts are not answers: they do not count in n nor in
- * the slowest, so a lowered timeout that cuts answers which got slower does
- * not learn from them; it follows them up only through the answers that
- * still come in under it (each one lifts "the slowest" by up to the
- * margin), and the run-of-cuts lift and the re-base above still apply. */
+ * 300 ms, n 128) one cut in 32 sets it off. The history is longer than the
+ * window because the risk falls with n: over the window's 32, a tail of 5%
+ * (two cuts in 32 at a time) stayed below the bar most of the time. With a
+ * heavy-tailed healthy server the slowest of more answers lies higher, and
+ * the lowered timeout with it. Cut attempts are not answers: they do not
+ * count in n nor in the slowest, so a lowered timeout that cuts answers
+ * which got slower does not learn from them; it follows them up only
+ * through the answers that still come in under it (each one lifts "the
+ * slowest" by up to the margin), and the run-of-cuts lift and the re-base
+ * above still apply (a re-base starts the history over from its answers). */
 static int popcount32(uint32_t v) {
     int n = 0;
     for (; v; v &= v - 1) n++;
     return n;
 }
 
+static void hist_add(s3x_fbt *f, double v) {
+    f->hist[f->hist_pos] = v;
+    f->hist_pos = (f->hist_pos + 1) % S3X_FBT_TAIL_HISTORY;
+    if (f->hist_n < S3X_FBT_TAIL_HISTORY) f->hist_n++;
+}
+
 static double tail_timeout(s3x_fbt *f, double t, double m) {
-    int n = 0;
+    int n = f->hist_n;
     double slowest = 0;
-    for (int i = 0; i < f->win_n; i++) {
-        if (f->ring_cut[i]) continue;
-        n++;
-        if (f->ring[i] > slowest) slowest = f->ring[i];
-    }
+    for (int i = 0; i < n; i++)
+        if (f->hist[i] > slowest) slowest = f->hist[i];
     if (n < S3X_FBT_TAIL_MIN_ANSWERS || f->samples < S3X_FBT_TAIL_MIN_SAMPLES) return t;
     double low = S3X_FBT_TAIL_MARGIN * slowest;
     if (low < S3X_FBT_MIN_MS) low = S3X_FBT_MIN_MS;
@@ -300,8 +306,12 @@ static void maybe_rebase(s3x_fbt *f) {
     if (!(lo_k > up) && !(hi_k < m / S3X_FBT_SHIFT_MULT)) return;
     f->win_n = 0;
     f->win_pos = 0;
-    for (int i = 0; i < S3X_FBT_RECENT; i++)
-        window_add(f, f->recent[(f->recent_pos + i) % S3X_FBT_RECENT], 0); /* oldest first */
+    f->hist_n = f->hist_pos = 0;
+    for (int i = 0; i < S3X_FBT_RECENT; i++) {
+        double v = f->recent[(f->recent_pos + i) % S3X_FBT_RECENT]; /* oldest first */
+        window_add(f, v, 0);
+        hist_add(f, v);
+    }
     f->rebases++;
 }
 
@@ -313,6 +323,7 @@ static void robust_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
     f->samples++;
     f->run_of_cuts = 0;
     window_add(f, ttfb_ms, 0);
+    hist_add(f, ttfb_ms);
     f->recent[f->recent_pos] = ttfb_ms;
     f->recent_pos = (f->recent_pos + 1) % S3X_FBT_RECENT;
     if (f->recent_n < S3X_FBT_RECENT) f->recent_n++;
@@ -378,7 +389,8 @@ void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes) {
  * not enter the carried window (their values say how the last timeout
  * did, not how the server answers), but which of the last 32 attempts were
  * cut is carried: a tail of slow attempts is the server's, and the tail
- * rule weighs its share from the first request. */
+ * rule weighs its share from the first request. The carry keeps the last
+ * TAIL_HISTORY answers for the tail rule; the window takes the last 32. */
 
 uint64_t s3x_fbt_carry_key(const char *op, const char *endpoint, const char *bucket, int64_t body_bytes) {
     /* FNV-1a over the fields, each ended by a 0 byte; a collision between
@@ -427,8 +439,8 @@ void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double no
     s3x_fbt_carry_slot *s = carry_slot(c, key);
     s->outcomes <<= 1;
     s->ring[s->pos] = ttfb_ms < 0 ? 0 : ttfb_ms;
-    s->pos = (s->pos + 1) % S3X_FBT_WINDOW;
-    if (s->n < S3X_FBT_WINDOW) s->n++;
+    s->pos = (s->pos + 1) % S3X_FBT_TAIL_HISTORY;
+    if (s->n < S3X_FBT_TAIL_HISTORY) s->n++;
     s->last_s = now_s;
 }
 
@@ -444,8 +456,11 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s) {
         return;
     }
     f->outcomes = s->outcomes;
+    /* All of them to the tail rule's history, the last S3X_FBT_WINDOW to the window. */
     for (int i = 0; i < s->n; i++) {
-        double v = s->ring[(s->pos - s->n + i + S3X_FBT_WINDOW) % S3X_FBT_WINDOW]; /* oldest first */
+        double v = s->ring[(s->pos - s->n + i + S3X_FBT_TAIL_HISTORY) % S3X_FBT_TAIL_HISTORY]; /* oldest first */
+        hist_add(f, v);
+        if (i < s->n - S3X_FBT_WINDOW) continue;
         window_add(f, v, 0);
         if (f->samples < S3X_FBT_SETTLED && v > f->slowest_ms) f->slowest_ms = v;
         f->samples++;

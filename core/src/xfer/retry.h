@@ -54,11 +54,12 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_RECENT_K 3        /* the k-th lowest (k-th highest) of them decides */
 #define S3X_FBT_SHIFT_MULT 2.0    /* above this many medians (and 4 spreads) ... : the server slowed down */
 /* A tail being cut: the timeout may go down to this many times the slowest
- * answer of the window (never below S3X_FBT_MIN_MS) when the expected time
+ * of the last answers (never below S3X_FBT_MIN_MS) when the expected time
  * saved on the attempts cut (a share of the last 32) outweighs the expected
  * re-sends of healthy ones (retry.c, tail_timeout). */
 #define S3X_FBT_TAIL_MARGIN 1.5
-#define S3X_FBT_TAIL_MIN_ANSWERS 16 /* answers in the window needed (the slowest of fewer says little) ... */
+#define S3X_FBT_TAIL_HISTORY 128    /* the slowest of this many last answers (cuts not counted) ... */
+#define S3X_FBT_TAIL_MIN_ANSWERS 16 /* ... of at least this many (the slowest of fewer says little) ... */
 #define S3X_FBT_TAIL_MIN_SAMPLES 24 /* ... and answers learned from in all (a transfer's first ones are too few) */
 
 /* How the scheduler applies a ROBUST timeout to the attempts in flight
@@ -83,7 +84,7 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 
 typedef struct s3x_fbt_carry_slot {
     uint64_t key;                 /* 0: free */
-    double ring[S3X_FBT_WINDOW];  /* the last answers (first-byte ms), arrival order */
+    double ring[S3X_FBT_TAIL_HISTORY]; /* the last answers (first-byte ms), arrival order */
     int n, pos;
     double last_s;                /* when the last of them came (the caller's clock, seconds) */
     uint32_t outcomes;            /* the last 32 attempts, newest in bit 0: 1 = cut */
@@ -128,6 +129,8 @@ typedef struct s3x_fbt {
     uint32_t outcomes;             /* the last 32 attempts, newest in bit 0: 1 = cut (carried in too) */
     double attempt_ms;             /* moving average of a whole answered attempt (what a re-send costs) */
     double tail_ms;                /* the lowered timeout when the tail rule set it, else 0 */
+    double hist[S3X_FBT_TAIL_HISTORY]; /* the last answers for the tail rule (cuts not included), arrival order */
+    int hist_n, hist_pos;
     int64_t samples;               /* answers learned from: this run's plus those carried in */
     int64_t carried;               /* answers carried in from earlier transfers */
     int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
