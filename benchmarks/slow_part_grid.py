@@ -21,6 +21,10 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   (for this comparison only): every transfer learns on its own from its
   starting timeout, as a client's first transfer does (on warm connections,
   like every configuration here).
+- "dynamic (history N)", with --history-variant N: the same as "dynamic"
+  with S3X_FBT_TAIL_HISTORY=N in the environment (for this comparison only):
+  the tail rule (docs/reliability.md, point 9) takes the slowest of the last
+  N answers instead of the last 128.
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions that leave the upload id out (key_ignore), reseeded before every
@@ -39,6 +43,7 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
 
     benchmarks/slow_part_grid.py [--size 100MiB] [--size-up SIZE] [--size-down SIZE] [--part-size 5MiB]
                                  [--concurrency 4] [--runs 3] [--no-legacy] [--no-carry-variant]
+                                 [--history-variant N]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
                                  [--no-slowdown] [--quick] [--out PREFIX|DIR]
@@ -72,17 +77,26 @@ SLOWDOWN_SPAN = (0.25, 0.75)    # ... from this share of the bytes done to this 
 QUICK = {"size": "128MiB", "fractions": "0.1", "delays": "2-5", "no_legacy": True, "no_carry_variant": True}
 
 
-ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY")  # benchmark-only switches (core/src/xfer/retry.h)
-DYNAMICS = ("dynamic", "dynamic (no carry)", "dynamic (p90)")
+ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY")  # benchmark-only (core/src/xfer/retry.h)
 
 
-def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False):
+DYNAMICS = ("dynamic", "dynamic (no carry)", "dynamic (p90)")  # the variants notebook 05 draws
+
+
+def dynamics(labels):
+    """The DYNAMIC configurations among labels, the default one first."""
+    return sorted((x for x in labels if x.startswith("dynamic")), key=lambda x: x != "dynamic")
+
+
+def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False, history=None):
     """(label, slow_part_timeout knob, environment for the transfer or None)."""
     out = [("off", "off", None)] + [(f"{ms} ms", ms, None) for ms in fixed]
     if legacy:
         out.append(("dynamic (p90)", "dynamic", {"S3X_FBT_ESTIMATOR": "p90"}))
     if no_carry:
         out.append(("dynamic (no carry)", "dynamic", {"S3X_FBT_CARRY": "off"}))
+    if history:
+        out.append((f"dynamic (history {history})", "dynamic", {"S3X_FBT_TAIL_HISTORY": str(history)}))
     out.append(("dynamic", "dynamic", None))
     return out
 
@@ -215,8 +229,8 @@ def summarize(recs, cfg_labels):
         fixed = {k: v for k, v in rows.items() if k.endswith(" ms")}
         best = min(fixed, key=lambda k: (fixed[k]["seconds"], fixed[k]["retries"] or 0)) if fixed else None
         goals = {}
-        for dyn in DYNAMICS:
-            if dyn not in rows or best is None:
+        for dyn in dynamics(rows):
+            if best is None:
                 continue
             d, b, off = rows[dyn], rows[best], rows.get("off")
             # Round by round: the same seed, so the same held attempts.
@@ -340,6 +354,8 @@ def main() -> int:
     ap.add_argument("--no-legacy", action="store_true", help="leave out DYNAMIC with the P90 estimator")
     ap.add_argument("--no-carry-variant", action="store_true",
                     help="leave out DYNAMIC without the carry between transfers (S3X_FBT_CARRY=off)")
+    ap.add_argument("--history-variant", type=int, default=None, metavar="N",
+                    help="add DYNAMIC whose tail rule takes the slowest of the last N answers (S3X_FBT_TAIL_HISTORY)")
     ap.add_argument("--no-slowdown", action="store_true")
     ap.add_argument("--build")
     ap.add_argument("--quick", action="store_true",
@@ -390,7 +406,7 @@ def main() -> int:
     out = os.path.join(benchlib.data_dir(), "slowpart-grid.out")
 
     cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy,
-                   no_carry=not a.no_carry_variant)
+                   no_carry=not a.no_carry_variant, history=a.history_variant)
     cells = build_cells(a.directions.split(","), [f for f in a.fractions.split(",") if f],
                         [d for d in a.delays.split(",") if d], not a.no_slowdown)
     proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed", key_ignore=("uploadId",))
@@ -428,7 +444,11 @@ def main() -> int:
     if not a.no_legacy:
         text += ["", "The same goals for DYNAMIC (p90, the earlier estimator):", ""]
         text.append(markdown(*grid_table(summary, "dynamic (p90)")))
-    text += [""] + [line for d in DYNAMICS for m in (False, True) if (line := goal_line(summary, d, m))]
+    if a.history_variant:
+        text += ["", f"The same goals for DYNAMIC whose tail rule takes the slowest of the last {a.history_variant} answers:", ""]
+        text.append(markdown(*grid_table(summary, f"dynamic (history {a.history_variant})")))
+    labels = dynamics([c[0] for c in cfgs])
+    text += [""] + [line for d in labels for m in (False, True) if (line := goal_line(summary, d, m))]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
     text.append(markdown(*resend_table(summary)))
     print("\n".join(text))

@@ -1048,6 +1048,32 @@ static void test_robust_tail_rule(void) {
           tr.healthy_cuts);
 }
 
+static void test_tail_history_knob(void) {
+    /* S3X_FBT_TAIL_HISTORY=N (benchmarks only) shortens the tail rule's
+     * history; out of 16..128 it is ignored. With the slowest of 32 the 5%
+     * tail of test_robust_tail_rule sets the rule off less often. */
+    s3x_fbt f;
+    tail_run tr;
+    setenv("S3X_FBT_TAIL_HISTORY", "32", 1);
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    CHECK_EQ(f.hist_cap, 32, "S3X_FBT_TAIL_HISTORY=32");
+    tmix tail5 = {{80, 160, 0.05, 10000, 10000, 0}, 0, 0, 0, 0, 0};
+    s3x_fbt_start(&f, 5 << 20);
+    tail_sim(&f, 4141, gen_tmix, &tail5, 160, 60, 1000, &tr);
+    printf("# tail rule over the last 32 answers, 5%% at 10 s: median timeout %lld ms, lowered at %d of %d checks, "
+           "%d cuts (%d healthy)\n",
+           (long long)tr.t_median, tr.lowered, tr.checks, tr.cuts, tr.healthy_cuts);
+    CHECK_EQ(f.hist_n, 32, "history of 32: 32 answers kept");
+    CHECK(tr.lowered < tr.checks * 4 / 10, "history of 32, tail 5%%: lowered at %d of %d checks, fewer than with 128",
+          tr.lowered, tr.checks);
+    setenv("S3X_FBT_TAIL_HISTORY", "8", 1);
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    CHECK_EQ(f.hist_cap, S3X_FBT_TAIL_HISTORY, "S3X_FBT_TAIL_HISTORY=8 ignored");
+    unsetenv("S3X_FBT_TAIL_HISTORY");
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    CHECK_EQ(f.hist_cap, S3X_FBT_TAIL_HISTORY, "no S3X_FBT_TAIL_HISTORY");
+}
+
 static void test_carry_outcomes(void) {
     /* Which attempts were cut travels with the carried answers: the next
      * transfer of a kind whose attempts were cut a fifth of the time starts
@@ -1299,6 +1325,7 @@ int main(void) {
     test_carry();
     test_carry_stale();
     test_robust_tail_rule();
+    test_tail_history_knob();
     test_carry_outcomes();
     return tap_summary("test_retry");
 }

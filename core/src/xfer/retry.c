@@ -8,12 +8,18 @@
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     /* The old estimator stays reachable for side-by-side benchmarks only. */
     const char *e = getenv("S3X_FBT_ESTIMATOR"), *carry = getenv("S3X_FBT_CARRY");
+    const char *hist = getenv("S3X_FBT_TAIL_HISTORY");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
     f->no_carry = carry && !strcmp(carry, "off");
+    if (hist) {
+        long v = strtol(hist, NULL, 10);
+        if (v >= S3X_FBT_TAIL_MIN_ANSWERS && v <= S3X_FBT_TAIL_HISTORY) f->hist_cap = (int)v;
+    }
 }
 
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator) {
     memset(f, 0, sizeof *f);
+    f->hist_cap = S3X_FBT_TAIL_HISTORY;
     f->estimator = estimator == S3X_FBT_P90 ? S3X_FBT_P90 : S3X_FBT_ROBUST;
     if (knob == 0) return;
     if (knob > 0) {
@@ -222,8 +228,8 @@ static int popcount32(uint32_t v) {
 
 static void hist_add(s3x_fbt *f, double v) {
     f->hist[f->hist_pos] = v;
-    f->hist_pos = (f->hist_pos + 1) % S3X_FBT_TAIL_HISTORY;
-    if (f->hist_n < S3X_FBT_TAIL_HISTORY) f->hist_n++;
+    f->hist_pos = (f->hist_pos + 1) % f->hist_cap;
+    if (f->hist_n < f->hist_cap) f->hist_n++;
 }
 
 static double tail_timeout(s3x_fbt *f, double t, double m) {
