@@ -950,6 +950,16 @@ static void tail_sim(s3x_fbt *f, uint64_t seed, tgen gen, void *arg, double slow
     tr->t_median = tr->checks ? ts[tr->checks / 2] : 0;
 }
 
+/* Answers of 80-160 ms with a share frac of the attempts held 10 s, 1000
+ * answers after 60 warm ones, on f as the caller set it up. */
+static void tail_held_10s(s3x_fbt *f, double frac, uint64_t seed, const char *what, tail_run *tr) {
+    tmix held = {{80, 160, frac, 10000, 10000, 0}, 0, 0, 0, 0, 0};
+    s3x_fbt_start(f, 5 << 20);
+    tail_sim(f, seed, gen_tmix, &held, 160, 60, 1000, tr);
+    printf("# tail rule%s, %g%% at 10 s: median timeout %lld ms, lowered at %d of %d checks, %d cuts (%d healthy)\n",
+           what, frac * 100, (long long)tr->t_median, tr->lowered, tr->checks, tr->cuts, tr->healthy_cuts);
+}
+
 static void test_robust_tail_rule(void) {
     /* Upload parts answered in 80-160 ms: the relative rule's timeout is 3
      * medians, about 360 ms. With a fifth of the attempts held 1-2 s, each
@@ -975,24 +985,16 @@ static void test_robust_tail_rule(void) {
      * Against the slowest of the last 128 answers one cut is worth lowering
      * for; against the slowest of 32 (the rule before) it took three, and
      * the timeout was lowered at 31 of these 100 checks, median 347 ms. */
-    tmix tail5 = {{80, 160, 0.05, 10000, 10000, 0}, 0, 0, 0, 0, 0};
     robust_init(&f, 4);
-    s3x_fbt_start(&f, 5 << 20);
-    tail_sim(&f, 4141, gen_tmix, &tail5, 160, 60, 1000, &tr);
-    printf("# tail rule, 5%% at 10 s: median timeout %lld ms, lowered at %d of %d checks, %d cuts (%d healthy)\n",
-           (long long)tr.t_median, tr.lowered, tr.checks, tr.cuts, tr.healthy_cuts);
+    tail_held_10s(&f, 0.05, 4141, "", &tr);
     CHECK(tr.t_median <= 240 && tr.lowered >= tr.checks * 4 / 10 && tr.healthy_cuts == 0,
           "tail 5%%: median timeout %lld ms, lowered at %d of %d checks, %d healthy cuts", (long long)tr.t_median,
           tr.lowered, tr.checks, tr.healthy_cuts);
 
     /* 1% held 10 s: lowered for the 32 attempts after a cut, then the
      * relative rule again; no healthy answer is cut. */
-    tmix tail1 = {{80, 160, 0.01, 10000, 10000, 0}, 0, 0, 0, 0, 0};
     robust_init(&f, 4);
-    s3x_fbt_start(&f, 5 << 20);
-    tail_sim(&f, 4343, gen_tmix, &tail1, 160, 60, 1000, &tr);
-    printf("# tail rule, 1%% at 10 s: median timeout %lld ms, lowered at %d of %d checks, %d cuts (%d healthy)\n",
-           (long long)tr.t_median, tr.lowered, tr.checks, tr.cuts, tr.healthy_cuts);
+    tail_held_10s(&f, 0.01, 4343, "", &tr);
     CHECK(tr.t_median >= 300, "tail 1%%: median timeout %lld ms, the relative rule's", (long long)tr.t_median);
     CHECK(tr.lowered <= tr.checks / 4 && tr.healthy_cuts == 0, "tail 1%%: lowered at %d of %d checks, %d healthy cuts",
           tr.lowered, tr.checks, tr.healthy_cuts);
@@ -1057,12 +1059,7 @@ static void test_tail_history_knob(void) {
     setenv("S3X_FBT_TAIL_HISTORY", "32", 1);
     s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
     CHECK_EQ(f.hist_cap, 32, "S3X_FBT_TAIL_HISTORY=32");
-    tmix tail5 = {{80, 160, 0.05, 10000, 10000, 0}, 0, 0, 0, 0, 0};
-    s3x_fbt_start(&f, 5 << 20);
-    tail_sim(&f, 4141, gen_tmix, &tail5, 160, 60, 1000, &tr);
-    printf("# tail rule over the last 32 answers, 5%% at 10 s: median timeout %lld ms, lowered at %d of %d checks, "
-           "%d cuts (%d healthy)\n",
-           (long long)tr.t_median, tr.lowered, tr.checks, tr.cuts, tr.healthy_cuts);
+    tail_held_10s(&f, 0.05, 4141, " over the last 32 answers", &tr);
     CHECK_EQ(f.hist_n, 32, "history of 32: 32 answers kept");
     CHECK(tr.lowered < tr.checks * 4 / 10, "history of 32, tail 5%%: lowered at %d of %d checks, fewer than with 128",
           tr.lowered, tr.checks);
