@@ -25,6 +25,9 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   with S3X_FBT_TAIL_HISTORY=N in the environment (for this comparison only):
   the tail rule (docs/reliability.md, point 9) takes the slowest of the last
   N answers instead of the last 128.
+- "dynamic (NAME=VALUE)", with --env-variant NAME=VALUE: the same with that
+  benchmark-only switch in the environment (S3X_FBT_TAIL_MARGIN=X: the tail
+  rule goes down to X times the slowest answer instead of 1.5).
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions that leave the upload id out (key_ignore), reseeded before every
@@ -43,7 +46,7 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
 
     benchmarks/slow_part_grid.py [--size 100MiB] [--size-up SIZE] [--size-down SIZE] [--part-size 5MiB]
                                  [--concurrency 4] [--runs 3] [--no-legacy] [--no-carry-variant]
-                                 [--history-variant N]
+                                 [--history-variant N] [--env-variant NAME=VALUE ...]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
                                  [--no-slowdown] [--quick] [--out PREFIX|DIR]
@@ -77,7 +80,7 @@ SLOWDOWN_SPAN = (0.25, 0.75)    # ... from this share of the bytes done to this 
 QUICK = {"size": "128MiB", "fractions": "0.1", "delays": "2-5", "no_legacy": True, "no_carry_variant": True}
 
 
-ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY")  # benchmark-only (core/src/xfer/retry.h)
+ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY", "S3X_FBT_TAIL_MARGIN")  # benchmark-only (core/src/xfer/retry.h)
 
 
 DYNAMICS = ("dynamic", "dynamic (no carry)", "dynamic (p90)")  # the variants notebook 05 draws
@@ -88,7 +91,7 @@ def dynamics(labels):
     return sorted((x for x in labels if x.startswith("dynamic")), key=lambda x: x != "dynamic")
 
 
-def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False, history=None):
+def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False, history=None, env_variants=()):
     """(label, slow_part_timeout knob, environment for the transfer or None)."""
     out = [("off", "off", None)] + [(f"{ms} ms", ms, None) for ms in fixed]
     if legacy:
@@ -97,6 +100,9 @@ def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False, hist
         out.append(("dynamic (no carry)", "dynamic", {"S3X_FBT_CARRY": "off"}))
     if history:
         out.append((f"dynamic (history {history})", "dynamic", {"S3X_FBT_TAIL_HISTORY": str(history)}))
+    for v in env_variants:  # "NAME=VALUE"
+        name, _, value = v.partition("=")
+        out.append((f"dynamic ({v})", "dynamic", {name: value}))
     out.append(("dynamic", "dynamic", None))
     return out
 
@@ -356,6 +362,9 @@ def main() -> int:
                     help="leave out DYNAMIC without the carry between transfers (S3X_FBT_CARRY=off)")
     ap.add_argument("--history-variant", type=int, default=None, metavar="N",
                     help="add DYNAMIC whose tail rule takes the slowest of the last N answers (S3X_FBT_TAIL_HISTORY)")
+    ap.add_argument("--env-variant", action="append", default=[], metavar="NAME=VALUE",
+                    help="add DYNAMIC with NAME=VALUE in the environment, one of " + ", ".join(ENV_KNOBS) +
+                    " (repeatable)")
     ap.add_argument("--no-slowdown", action="store_true")
     ap.add_argument("--build")
     ap.add_argument("--quick", action="store_true",
@@ -406,7 +415,10 @@ def main() -> int:
     out = os.path.join(benchlib.data_dir(), "slowpart-grid.out")
 
     cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy,
-                   no_carry=not a.no_carry_variant, history=a.history_variant)
+                   no_carry=not a.no_carry_variant, history=a.history_variant, env_variants=a.env_variant)
+    for v in a.env_variant:
+        if v.partition("=")[0] not in ENV_KNOBS or "=" not in v:
+            ap.error(f"--env-variant {v}: NAME=VALUE with NAME one of {', '.join(ENV_KNOBS)}")
     cells = build_cells(a.directions.split(","), [f for f in a.fractions.split(",") if f],
                         [d for d in a.delays.split(",") if d], not a.no_slowdown)
     proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed", key_ignore=("uploadId",))
@@ -447,6 +459,9 @@ def main() -> int:
     if a.history_variant:
         text += ["", f"The same goals for DYNAMIC whose tail rule takes the slowest of the last {a.history_variant} answers:", ""]
         text.append(markdown(*grid_table(summary, f"dynamic (history {a.history_variant})")))
+    for v in a.env_variant:
+        text += ["", f"The same goals for DYNAMIC with {v} in the environment:", ""]
+        text.append(markdown(*grid_table(summary, f"dynamic ({v})")))
     labels = dynamics([c[0] for c in cfgs])
     text += [""] + [line for d in labels for m in (False, True) if (line := goal_line(summary, d, m))]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]

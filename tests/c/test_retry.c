@@ -1050,9 +1050,10 @@ static void test_robust_tail_rule(void) {
           tr.healthy_cuts);
 }
 
-static void test_tail_history_knob(void) {
-    /* S3X_FBT_TAIL_HISTORY=N (benchmarks only) shortens the tail rule's
-     * history; out of 16..128 it is ignored. With the slowest of 32 the 5%
+static void test_tail_knobs(void) {
+    /* S3X_FBT_TAIL_HISTORY=N and S3X_FBT_TAIL_MARGIN=X (benchmarks only)
+     * shorten the tail rule's history and set its margin; out of range they
+     * are ignored. With the slowest of 32 the 5%
      * tail of test_robust_tail_rule sets the rule off less often. */
     s3x_fbt f;
     tail_run tr;
@@ -1069,6 +1070,20 @@ static void test_tail_history_knob(void) {
     unsetenv("S3X_FBT_TAIL_HISTORY");
     s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
     CHECK_EQ(f.hist_cap, S3X_FBT_TAIL_HISTORY, "no S3X_FBT_TAIL_HISTORY");
+    CHECK(f.tail_margin == S3X_FBT_TAIL_MARGIN, "no S3X_FBT_TAIL_MARGIN: margin %g", f.tail_margin);
+    /* S3X_FBT_TAIL_MARGIN=X (1..4): the lowered timeout is X x the slowest */
+    setenv("S3X_FBT_TAIL_MARGIN", "1.25", 1);
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    CHECK(f.tail_margin == 1.25, "S3X_FBT_TAIL_MARGIN=1.25: margin %g", f.tail_margin);
+    robust_init(&f, 4); /* a test's own init reads no environment */
+    f.tail_margin = 1.25;
+    tail_held_10s(&f, 0.05, 4141, " with a margin of 1.25", &tr);
+    CHECK(tr.t_median <= 200 && tr.healthy_cuts == 0, "margin 1.25, tail 5%%: median timeout %lld ms, %d healthy cuts",
+          (long long)tr.t_median, tr.healthy_cuts);
+    setenv("S3X_FBT_TAIL_MARGIN", "0.5", 1);
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    CHECK(f.tail_margin == S3X_FBT_TAIL_MARGIN, "S3X_FBT_TAIL_MARGIN=0.5 ignored: margin %g", f.tail_margin);
+    unsetenv("S3X_FBT_TAIL_MARGIN");
 }
 
 static void test_carry_outcomes(void) {
@@ -1322,7 +1337,7 @@ int main(void) {
     test_carry();
     test_carry_stale();
     test_robust_tail_rule();
-    test_tail_history_knob();
+    test_tail_knobs();
     test_carry_outcomes();
     return tap_summary("test_retry");
 }

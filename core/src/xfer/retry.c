@@ -8,18 +8,23 @@
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     /* The old estimator stays reachable for side-by-side benchmarks only. */
     const char *e = getenv("S3X_FBT_ESTIMATOR"), *carry = getenv("S3X_FBT_CARRY");
-    const char *hist = getenv("S3X_FBT_TAIL_HISTORY");
+    const char *hist = getenv("S3X_FBT_TAIL_HISTORY"), *margin = getenv("S3X_FBT_TAIL_MARGIN");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
     f->no_carry = carry && !strcmp(carry, "off");
     if (hist) {
         long v = strtol(hist, NULL, 10);
         if (v >= S3X_FBT_TAIL_MIN_ANSWERS && v <= S3X_FBT_TAIL_HISTORY) f->hist_cap = (int)v;
     }
+    if (margin) {
+        double v = strtod(margin, NULL);
+        if (v >= 1.0 && v <= 4.0) f->tail_margin = v;
+    }
 }
 
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator) {
     memset(f, 0, sizeof *f);
     f->hist_cap = S3X_FBT_TAIL_HISTORY;
+    f->tail_margin = S3X_FBT_TAIL_MARGIN;
     f->estimator = estimator == S3X_FBT_P90 ? S3X_FBT_P90 : S3X_FBT_ROBUST;
     if (knob == 0) return;
     if (knob > 0) {
@@ -238,7 +243,7 @@ static double tail_timeout(s3x_fbt *f, double t, double m) {
     for (int i = 0; i < n; i++)
         if (f->hist[i] > slowest) slowest = f->hist[i];
     if (n < S3X_FBT_TAIL_MIN_ANSWERS || f->samples < S3X_FBT_TAIL_MIN_SAMPLES) return t;
-    double low = S3X_FBT_TAIL_MARGIN * slowest;
+    double low = f->tail_margin * slowest;
     if (low < S3X_FBT_MIN_MS) low = S3X_FBT_MIN_MS;
     if (low >= t) return t;
     double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;

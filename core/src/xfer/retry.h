@@ -131,6 +131,7 @@ typedef struct s3x_fbt {
     double tail_ms;                /* the lowered timeout when the tail rule set it, else 0 */
     double hist[S3X_FBT_TAIL_HISTORY]; /* the last answers for the tail rule (cuts not included), arrival order */
     int hist_n, hist_pos, hist_cap;   /* hist_cap: S3X_FBT_TAIL_HISTORY, or less from the environment (benchmarks) */
+    double tail_margin;               /* S3X_FBT_TAIL_MARGIN, or another from the environment (benchmarks) */
     int64_t samples;               /* answers learned from: this run's plus those carried in */
     int64_t carried;               /* answers carried in from earlier transfers */
     int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
@@ -144,8 +145,9 @@ typedef struct s3x_fbt {
  * The estimator is ROBUST unless S3X_FBT_ESTIMATOR=p90 is in the environment;
  * S3X_FBT_CARRY=off there turns off carrying between transfers;
  * S3X_FBT_TAIL_HISTORY=N (16..128) makes the tail rule take the slowest of
- * the last N answers (all three exist for benchmarks/slow_part_grid.py's
- * side-by-side runs only). */
+ * the last N answers, S3X_FBT_TAIL_MARGIN=X (1..4) go down to X times it
+ * (all four exist for benchmarks/slow_part_grid.py's side-by-side runs
+ * only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 /* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
