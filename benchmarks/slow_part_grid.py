@@ -376,6 +376,9 @@ def main() -> int:
     if a.quick:  # its presets become the defaults: options given still apply
         ap.set_defaults(**QUICK)
         a = ap.parse_args()
+    for v in a.env_variant:
+        if v.partition("=")[0] not in ENV_KNOBS or "=" not in v:
+            ap.error(f"--env-variant {v}: NAME=VALUE with NAME one of {', '.join(ENV_KNOBS)}")
     if a.out and os.path.isdir(a.out):
         a.out = os.path.join(a.out, "results")
     if a.clients is not None and "s3xfer-py" not in a.clients.split(","):
@@ -416,9 +419,6 @@ def main() -> int:
 
     cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy,
                    no_carry=not a.no_carry_variant, history=a.history_variant, env_variants=a.env_variant)
-    for v in a.env_variant:
-        if v.partition("=")[0] not in ENV_KNOBS or "=" not in v:
-            ap.error(f"--env-variant {v}: NAME=VALUE with NAME one of {', '.join(ENV_KNOBS)}")
     cells = build_cells(a.directions.split(","), [f for f in a.fractions.split(",") if f],
                         [d for d in a.delays.split(",") if d], not a.no_slowdown)
     proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed", key_ignore=("uploadId",))
