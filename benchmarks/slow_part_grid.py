@@ -336,7 +336,8 @@ def markdown(head, rows):
 def remove_bucket(s3xfer, client, bucket):
     """Empties and removes the grid's bucket: every transfer overwrites the
     same two keys, and SeaweedFS keeps what they replaced in the bucket's
-    volumes until the bucket goes (three full grids left 77 GB here)."""
+    volumes until the bucket goes (one full grid and two runs of its upload
+    cells left 77 GB here)."""
     try:
         for u in client.list_multipart_uploads(bucket):
             client.abort_multipart_upload(bucket, u["key"], u["upload_id"])
