@@ -21,13 +21,11 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   (for this comparison only): every transfer learns on its own from its
   starting timeout, as a client's first transfer does (on warm connections,
   like every configuration here).
-- "dynamic (history N)", with --history-variant N: the same as "dynamic"
-  with S3X_FBT_TAIL_HISTORY=N in the environment (for this comparison only):
-  the tail rule (docs/reliability.md, point 9) takes the slowest of the last
-  N answers instead of the last 128.
 - "dynamic (NAME=VALUE)", with --env-variant NAME=VALUE: the same with that
-  benchmark-only switch in the environment (S3X_FBT_TAIL_MARGIN=X: the tail
-  rule goes down to X times the slowest answer instead of 1.5).
+  benchmark-only switch in the environment (for this comparison only):
+  S3X_FBT_TAIL_HISTORY=N, the tail rule (docs/reliability.md, point 9) takes
+  the slowest of the last N answers instead of 128; S3X_FBT_TAIL_MARGIN=X,
+  it goes down to X times that answer instead of 1.5.
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions that leave the upload id out (key_ignore), reseeded before every
@@ -46,7 +44,7 @@ the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
 
     benchmarks/slow_part_grid.py [--size 100MiB] [--size-up SIZE] [--size-down SIZE] [--part-size 5MiB]
                                  [--concurrency 4] [--runs 3] [--no-legacy] [--no-carry-variant]
-                                 [--history-variant N] [--env-variant NAME=VALUE ...]
+                                 [--env-variant NAME=VALUE ...]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
                                  [--no-slowdown] [--quick] [--out PREFIX|DIR]
@@ -91,15 +89,13 @@ def dynamics(labels):
     return sorted((x for x in labels if x.startswith("dynamic")), key=lambda x: x != "dynamic")
 
 
-def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False, history=None, env_variants=()):
+def configs(fixed=(200, 400, 800, 1600, 3200), legacy=True, no_carry=False, env_variants=()):
     """(label, slow_part_timeout knob, environment for the transfer or None)."""
     out = [("off", "off", None)] + [(f"{ms} ms", ms, None) for ms in fixed]
     if legacy:
         out.append(("dynamic (p90)", "dynamic", {"S3X_FBT_ESTIMATOR": "p90"}))
     if no_carry:
         out.append(("dynamic (no carry)", "dynamic", {"S3X_FBT_CARRY": "off"}))
-    if history:
-        out.append((f"dynamic (history {history})", "dynamic", {"S3X_FBT_TAIL_HISTORY": str(history)}))
     for v in env_variants:  # "NAME=VALUE"
         name, _, value = v.partition("=")
         out.append((f"dynamic ({v})", "dynamic", {name: value}))
@@ -235,9 +231,7 @@ def summarize(recs, cfg_labels):
         fixed = {k: v for k, v in rows.items() if k.endswith(" ms")}
         best = min(fixed, key=lambda k: (fixed[k]["seconds"], fixed[k]["retries"] or 0)) if fixed else None
         goals = {}
-        for dyn in dynamics(rows):
-            if best is None:
-                continue
+        for dyn in dynamics(rows) if best else ():
             d, b, off = rows[dyn], rows[best], rows.get("off")
             # Round by round: the same seed, so the same held attempts.
             vs_best = _paired(recs, key, dyn, best)
@@ -374,8 +368,6 @@ def main() -> int:
     ap.add_argument("--no-legacy", action="store_true", help="leave out DYNAMIC with the P90 estimator")
     ap.add_argument("--no-carry-variant", action="store_true",
                     help="leave out DYNAMIC without the carry between transfers (S3X_FBT_CARRY=off)")
-    ap.add_argument("--history-variant", type=int, default=None, metavar="N",
-                    help="add DYNAMIC whose tail rule takes the slowest of the last N answers (S3X_FBT_TAIL_HISTORY)")
     ap.add_argument("--env-variant", action="append", default=[], metavar="NAME=VALUE",
                     help="add DYNAMIC with NAME=VALUE in the environment, one of " + ", ".join(ENV_KNOBS) +
                     " (repeatable)")
@@ -432,7 +424,7 @@ def main() -> int:
     out = os.path.join(benchlib.data_dir(), "slowpart-grid.out")
 
     cfgs = configs([int(x) for x in a.fixed.split(",") if x], legacy=not a.no_legacy,
-                   no_carry=not a.no_carry_variant, history=a.history_variant, env_variants=a.env_variant)
+                   no_carry=not a.no_carry_variant, env_variants=a.env_variant)
     cells = build_cells(a.directions.split(","), [f for f in a.fractions.split(",") if f],
                         [d for d in a.delays.split(",") if d], not a.no_slowdown)
     proxy = FaultProxy.from_url(env["AWS_ENDPOINT_URL"], seed=1, decisions="keyed", key_ignore=("uploadId",))
@@ -465,19 +457,12 @@ def main() -> int:
            f"{load0[0]:.1f} at the start, {load1[0]:.1f} at the end; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     text = [hdr, "", "Wall seconds (median) and the goals for DYNAMIC (robust, carried between transfers):", ""]
     text.append(markdown(*grid_table(summary, "dynamic")))
-    if not a.no_carry_variant:
-        text += ["", "The same goals for DYNAMIC without the carry (each transfer learns on its own):", ""]
-        text.append(markdown(*grid_table(summary, "dynamic (no carry)")))
-    if not a.no_legacy:
-        text += ["", "The same goals for DYNAMIC (p90, the earlier estimator):", ""]
-        text.append(markdown(*grid_table(summary, "dynamic (p90)")))
-    if a.history_variant:
-        text += ["", f"The same goals for DYNAMIC whose tail rule takes the slowest of the last {a.history_variant} answers:", ""]
-        text.append(markdown(*grid_table(summary, f"dynamic (history {a.history_variant})")))
-    for v in a.env_variant:
-        text += ["", f"The same goals for DYNAMIC with {v} in the environment:", ""]
-        text.append(markdown(*grid_table(summary, f"dynamic ({v})")))
     labels = dynamics([c[0] for c in cfgs])
+    titles = {"dynamic (no carry)": "DYNAMIC without the carry (each transfer learns on its own)",
+              "dynamic (p90)": "DYNAMIC (p90, the earlier estimator)"}
+    for d in labels[1:]:
+        text += ["", f"The same goals for {titles.get(d, f'DYNAMIC with {d[9:-1]} in the environment')}:", ""]
+        text.append(markdown(*grid_table(summary, d)))
     text += [""] + [line for d in labels for m in (False, True) if (line := goal_line(summary, d, m))]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
     text.append(markdown(*resend_table(summary)))
