@@ -1109,6 +1109,8 @@ static void test_carry_outcomes(void) {
            carried_cuts, (long long)s3x_fbt_current(&f), f.tail_ms > 0 ? "yes" : "no");
     CHECK(carried_cuts >= 2 && f.outcomes == c.slot[0].outcomes && f.tail_ms > 0 && s3x_fbt_current(&f) <= 240,
           "carried cuts: the next transfer starts lowered (%lld ms)", (long long)s3x_fbt_current(&f));
+    CHECK(f.rule == S3X_FBT_RULE_TAIL && !strcmp(s3x_fbt_rule_name(f.rule), "tail"),
+          "the trace names the tail rule as the one in force (%s)", s3x_fbt_rule_name(f.rule));
 
     memset(&c, 0, sizeof c);
     tmix none = {{80, 160, 0, 0, 0, 0}, 0, 0, 0, 0, 0};
@@ -1121,6 +1123,14 @@ static void test_carry_outcomes(void) {
     s3x_fbt_resume(&f, &c, key, 1);
     CHECK(c.slot[0].outcomes == 0 && f.tail_ms == 0 && s3x_fbt_current(&f) >= 300,
           "no cuts carried: the relative rule's timeout (%lld ms)", (long long)s3x_fbt_current(&f));
+    CHECK(f.rule == S3X_FBT_RULE_MEDIANS && !strcmp(s3x_fbt_rule_name(f.rule), "medians"),
+          "answers of 80-160 ms: three medians set it (%s)", s3x_fbt_rule_name(f.rule));
+    robust_init(&f, 4);
+    CHECK(f.rule == S3X_FBT_RULE_NONE && s3x_fbt_current(&f) == 0, "no timeout before the start: rule none");
+    s3x_fbt_start(&f, 5 << 20);
+    CHECK(f.rule == S3X_FBT_RULE_START && !strcmp(s3x_fbt_rule_name(f.rule), "start"),
+          "then the starting timeout (%s)", s3x_fbt_rule_name(f.rule));
+    CHECK(!strcmp(s3x_fbt_rule_name(99), "none"), "an unknown rule is named none");
     csim_carry = NULL;
 }
 

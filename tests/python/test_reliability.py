@@ -6,6 +6,7 @@ within the retry window). Every transfer is checked byte for byte."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -186,6 +187,32 @@ def test_fixed_first_byte_timeout_resends_slow_parts(pclient, boto, bucket, prox
     proxy.set_rules([])
     assert sha(boto.get_object(Bucket=bucket, Key="slow")["Body"].read()) == sha(data)
     assert took < 4 * (r.retries_first_byte + 1)
+
+
+def test_first_byte_trace_has_a_line_per_attempt(pclient, boto, bucket, proxy, data, tmp_path, monkeypatch):
+    """S3X_FBT_TRACE=FILE (benchmarks only): one JSON line per part attempt,
+    the cut ones with how long they were given."""
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("S3X_FBT_TRACE", str(trace))
+    proxy.set_rules(["delay_first_byte:kind=upload_part,delay=4,times=2"])
+    r = pclient.upload_bytes(data, bucket, "traced", config=TransferConfig(part_size=P, concurrency=4,
+                                                                            slow_part_timeout=800, max_attempts=10))
+    proxy.set_rules([])
+    lines = [json.loads(x) for x in trace.read_text().splitlines()]
+    parts = -(-len(data) // P)
+    cuts = [a for a in lines if a["cut"]]
+    assert len(cuts) == r.retries_first_byte >= 1
+    assert len(lines) == parts + len(cuts)
+    assert all(a["given_ms"] == 800 and a["first_byte"] == 0 and a["timeout_ms"] == 800 for a in cuts)
+    for a in lines:
+        if not a["cut"]:
+            assert a["status"] == 200 and a["given_ms"] == 0
+            assert 0 < a["start"] <= a["sent"] <= a["first_byte"] <= a["end"]
+    assert len({a["xfer"] for a in lines}) == 1
+    monkeypatch.delenv("S3X_FBT_TRACE")
+    trace.unlink()
+    pclient.upload_bytes(data, bucket, "untraced", config=TransferConfig(part_size=P))
+    assert not trace.exists()
 
 
 def named_bucket(boto, name):

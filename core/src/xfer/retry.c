@@ -21,6 +21,11 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     }
 }
 
+const char *s3x_fbt_rule_name(int rule) {
+    static const char *const names[] = {"none", "start", "floor", "medians", "spread", "slowest", "tail", "lift"};
+    return rule >= 0 && rule < (int)(sizeof names / sizeof names[0]) ? names[rule] : "none";
+}
+
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator) {
     memset(f, 0, sizeof *f);
     f->hist_cap = S3X_FBT_TAIL_HISTORY;
@@ -256,6 +261,7 @@ static void robust_update(s3x_fbt *f) {
     f->timeout_ms = 0;
     f->tail_ms = 0;
     f->timeout_exact_ms = 0;
+    f->rule = S3X_FBT_RULE_NONE;
     double m = 0;
     if (n > 0) {
         m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
@@ -267,32 +273,47 @@ static void robust_update(s3x_fbt *f) {
     /* Cut no more than the budget: past it, waiting is cheaper than re-sending. */
     if ((double)f->cuts > S3X_FBT_BUDGET_BASE + S3X_FBT_BUDGET_SHARE * (double)f->answered) return;
     double t;
+    int rule;
     if (f->samples < S3X_FBT_MIN_SAMPLES) {
         /* Too few answers to tell healthy from slow: the starting timeout,
          * or none when the transfer has none. */
         if (f->start_ms <= 0) return;
         t = f->start_ms;
+        rule = S3X_FBT_RULE_START;
         if (S3X_FBT_START_MULT * f->slowest_ms > t) t = S3X_FBT_START_MULT * f->slowest_ms;
     } else {
         t = S3X_FBT_MIN_MS;
-        if (S3X_FBT_MEDIAN_MULT * m > t) t = S3X_FBT_MEDIAN_MULT * m;
-        if (m + S3X_FBT_SPREAD_MULT * f->spread_ms > t) t = m + S3X_FBT_SPREAD_MULT * f->spread_ms;
+        rule = S3X_FBT_RULE_MIN;
+        if (S3X_FBT_MEDIAN_MULT * m > t) {
+            t = S3X_FBT_MEDIAN_MULT * m;
+            rule = S3X_FBT_RULE_MEDIANS;
+        }
+        if (m + S3X_FBT_SPREAD_MULT * f->spread_ms > t) {
+            t = m + S3X_FBT_SPREAD_MULT * f->spread_ms;
+            rule = S3X_FBT_RULE_SPREAD;
+        }
         /* A median and a spread of 3-5 answers can both be low by chance
          * (three quick answers of a wide distribution): until they settle,
          * the slowest answer yet bounds the timeout from below too. */
-        if (f->samples < S3X_FBT_SETTLED && S3X_FBT_START_MULT * f->slowest_ms > t)
+        if (f->samples < S3X_FBT_SETTLED && S3X_FBT_START_MULT * f->slowest_ms > t) {
             t = S3X_FBT_START_MULT * f->slowest_ms;
-        else {
+            rule = S3X_FBT_RULE_SLOWEST;
+        } else {
             double low = tail_timeout(f, t, m);
             f->tail_ms = low < t ? low : 0;
+            if (low < t) rule = S3X_FBT_RULE_TAIL;
             t = low;
         }
     }
     f->base_ms = t;
-    if (f->lift_ms > t) t = f->lift_ms;
+    if (f->lift_ms > t) {
+        t = f->lift_ms;
+        rule = S3X_FBT_RULE_LIFT;
+    }
     /* A server this slow to answer at all: a re-send would wait as long. The
      * timeout is suspended, not ended: answers keep coming and can bring it back. */
     if (t > S3X_FBT_CEILING_MS) return;
+    f->rule = rule;
     f->timeout_exact_ms = t;
     f->timeout_ms = (int64_t)llround(t);
 }

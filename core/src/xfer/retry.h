@@ -97,6 +97,23 @@ typedef struct s3x_fbt_carry {
     s3x_fbt_carry_slot slot[S3X_FBT_CARRY_KEYS];
 } s3x_fbt_carry;
 
+/* Which of the ROBUST estimator's rules set the timeout in force (for the
+ * per-attempt trace, S3X_FBT_TRACE): none (no timeout), the starting one,
+ * the floor (S3X_FBT_MIN_MS), MEDIAN_MULT medians, the median plus
+ * SPREAD_MULT spreads, START_MULT x the slowest of the first answers, the
+ * tail rule, the lift after a run of cuts. */
+enum {
+    S3X_FBT_RULE_NONE,
+    S3X_FBT_RULE_START,
+    S3X_FBT_RULE_MIN,
+    S3X_FBT_RULE_MEDIANS,
+    S3X_FBT_RULE_SPREAD,
+    S3X_FBT_RULE_SLOWEST,
+    S3X_FBT_RULE_TAIL,
+    S3X_FBT_RULE_LIFT,
+};
+const char *s3x_fbt_rule_name(int rule);
+
 typedef struct s3x_fbt {
     int mode;                 /* 0 off, 1 fixed, 2 dynamic */
     int estimator;            /* S3X_FBT_ROBUST or S3X_FBT_P90 */
@@ -129,6 +146,7 @@ typedef struct s3x_fbt {
     uint32_t outcomes;             /* the last 32 attempts, newest in bit 0: 1 = cut (carried in too) */
     double attempt_ms;             /* moving average of a whole answered attempt (what a re-send costs) */
     double tail_ms;                /* the lowered timeout when the tail rule set it, else 0 */
+    int rule;                      /* which rule set timeout_ms (S3X_FBT_RULE_*, traces only) */
     double hist[S3X_FBT_TAIL_HISTORY]; /* the last answers for the tail rule (cuts not included), arrival order */
     int hist_n, hist_pos, hist_cap;   /* hist_cap: S3X_FBT_TAIL_HISTORY, or less from the environment (benchmarks) */
     double tail_margin;               /* S3X_FBT_TAIL_MARGIN, or another from the environment (benchmarks) */

@@ -109,6 +109,8 @@ static void on_part_done(s3x_http_req *r, void *payload) {
     if (!p->side) {
         note_answer(t, r, s3x_fbt_current(&x->fbt));
         t->last_done = s3x_now();
+        s3x_xfer_trace_attempt(x, r, (int)(((unsigned char *)p - t->parts) / t->kind->part_size), p->attempts,
+                               p->fb_timeout, p->fb_timeout ? p->fb_timeout_used : 0, p->fb_floor_ms, t->inflight);
     }
     if (t->kind->check && t->kind->check(t, p) == S3X_CHECK_HANDLED) return;
     double delay = 0;

@@ -3,6 +3,8 @@
 #include "error.h"
 #include "params_internal.h"
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -149,6 +151,24 @@ void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r) {
 void s3x_xfer_learn_cut(s3x_xfer *x, int64_t used_ms) {
     s3x_fbt_on_timeout(&x->fbt, used_ms);
     if (x->fbt.carry_key && used_ms > 0) s3x_fbt_carry_cut(x->client->fbt_carry, x->fbt.carry_key, s3x_now());
+}
+
+void s3x_xfer_trace_attempt(const s3x_xfer *x, const s3x_http_req *r, int slot, int attempt, int cut,
+                            int64_t given_ms, double judged_ms, int inflight) {
+    const char *path = getenv("S3X_FBT_TRACE");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    const s3x_fbt *b = &x->fbt;
+    fprintf(f,
+            "{\"xfer\": %llu, \"slot\": %d, \"attempt\": %d, \"start\": %.6f, \"sent\": %.6f, "
+            "\"first_byte\": %.6f, \"end\": %.6f, \"status\": %ld, \"cut\": %d, \"given_ms\": %lld, "
+            "\"judged_ms\": %.1f, \"timeout_ms\": %lld, \"tail_ms\": %.1f, \"median_ms\": %.1f, "
+            "\"spread_ms\": %.1f, \"rule\": \"%s\", \"inflight\": %d}\n",
+            (unsigned long long)(uintptr_t)x, slot, attempt, r->t_start, r->t_sent, r->t_first_byte, r->t_end,
+            r->status, cut, (long long)given_ms, judged_ms, (long long)s3x_fbt_current(b), b->tail_ms, b->median_ms,
+            b->spread_ms, s3x_fbt_relative(b) ? s3x_fbt_rule_name(b->rule) : b->mode == 1 ? "fixed" : b->mode == 2 ? "p90" : "none", inflight);
+    fclose(f);
 }
 
 void s3x_xfer_carry_in(s3x_xfer *x, const s3x_http_req *r) {

@@ -89,6 +89,15 @@ void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r);
  * timeout learns it, and the client's carry counts it among the recent
  * attempts of its kind. */
 void s3x_xfer_learn_cut(s3x_xfer *x, int64_t used_ms);
+/* S3X_FBT_TRACE=FILE in the environment (benchmarks only): one JSON line per
+ * part attempt that ended (answered, failed or cut) is appended to FILE:
+ * its times (monotonic seconds, 0: not reached), whether it was cut and
+ * after how long (given_ms), DYNAMIC's learned timeout when it was sent
+ * (judged_ms, 0 before one was learned and in the other modes), and the
+ * timeout's state when it ended (with the rule that set it: s3x_fbt_rule_name,
+ * "fixed" or "none"). Call before the attempt is learned from. */
+void s3x_xfer_trace_attempt(const s3x_xfer *x, const s3x_http_req *r, int slot, int attempt, int cut,
+                            int64_t given_ms, double judged_ms, int inflight);
 /* Before the run's first part request r (prepared) goes out: a DYNAMIC
  * timeout starts from what the client's earlier transfers of that kind
  * learned (s3x_fbt_resume, keyed by r's operation, endpoint, bucket and body
