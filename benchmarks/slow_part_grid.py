@@ -42,12 +42,18 @@ larger object than the upload with --size-down; the re-sends table reports
 the held attempts of each cell (2026-12-03: --size-up 128MiB --size-down
 320MiB --runs 3 --no-legacy, 39 min on the shared 2-core machine).
 
+--trace FILE sets S3X_FBT_TRACE=FILE for the grid's transfers: the library
+appends a JSON line per part attempt (its times, whether it was cut and
+after how long, the timeout's state; benchmark-only), the grid a line at
+each transfer's start and end, and the report gets a table of where the cut
+attempts' time went and of the server's healthy first-byte times per cell.
+
     benchmarks/slow_part_grid.py [--size 100MiB] [--size-up SIZE] [--size-down SIZE] [--part-size 5MiB]
                                  [--concurrency 4] [--runs 3] [--no-legacy] [--no-carry-variant]
                                  [--env-variant NAME=VALUE ...]
                                  [--fractions 0.01,0.05,0.1,0.2] [--delays 1-2,2-5,10]
                                  [--directions upload,download] [--fixed 200,400,800,1600,3200]
-                                 [--no-slowdown] [--quick] [--out PREFIX|DIR]
+                                 [--no-slowdown] [--quick] [--trace FILE] [--out PREFIX|DIR]
 
 --fractions "" runs the slow-down cells only. --quick is the default suite's
 entry (`benchmarks/run`): 128 MiB up and down (26 parts: with fewer, only a
@@ -115,13 +121,14 @@ def _transfer(s3xfer, client, direction, bucket, path, out, size, cfg, progress=
 
 
 def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, cells, cfgs, runs,
-             max_attempts=10, log=None, sizes=None, on_record=None):
+             max_attempts=10, log=None, sizes=None, on_record=None, trace=None):
     """Runs every cell (direction, fraction, delay) x configuration x round;
     returns one record per transfer. fraction SLOWDOWN is the slow-down cell.
     sizes: {direction: (path, size)} where a direction moves another object
     than (path, size) (a download is cheap, so it can have more parts).
     on_record(rec) is called after each transfer (a partial run's records
-    survive an interruption)."""
+    survive an interruption). trace: the S3X_FBT_TRACE file, where a line
+    marks each transfer's start and end around the library's attempt lines."""
     recs = []
     n_total = len(cells) * len(cfgs) * runs
     t0 = time.monotonic()
@@ -163,6 +170,8 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                                             max_attempts=max_attempts)
                 rec = {"direction": direction, "fraction": fraction, "delay": delay, "config": label,
                        "run": run, "ok": True, "size": dsize, "parts": -(-dsize // part)}
+                if trace:
+                    _mark(trace, "start", rec)
                 try:
                     r, secs = _transfer(s3xfer, client, direction, bucket, dpath, out, dsize, cfg, progress)
                     rec.update(seconds=secs, retries=r.retries, resends=r.retries_first_byte,
@@ -173,6 +182,8 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                 finally:
                     for name in ENV_KNOBS:
                         os.environ.pop(name, None)
+                    if trace:
+                        _mark(trace, "end", rec)
                 rec["held"] = proxy.stats()["faults"].get("delay_first_byte", 0)
                 recs.append(rec)
                 if on_record:
@@ -185,6 +196,81 @@ def run_grid(s3xfer, client, proxy, bucket, path, out, size, part, concurrency, 
                         f"held={rec['held']} timeout_end={rec['timeout_end_ms']}")
     proxy.set_rules([])
     return recs
+
+
+def _mark(trace, what, rec):
+    with open(trace, "a") as f:
+        f.write(json.dumps({"mark": what, "t": time.monotonic(),
+                            **{k: rec[k] for k in ("direction", "fraction", "delay", "config", "run")}}) + "\n")
+
+
+def read_trace(path):
+    """The S3X_FBT_TRACE file as [(marker of the transfer, [attempt lines])];
+    the library and the markers use the same clock (CLOCK_MONOTONIC)."""
+    out, cur = [], None
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("mark") == "start":
+                cur = (d, [])
+            elif d.get("mark") == "end":
+                if cur:
+                    out.append(cur)
+                cur = None
+            elif cur:
+                cur[1].append(d)
+    return out
+
+
+def _quantile(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else None
+
+
+def trace_table(transfers, labels):
+    """Where the time of the cut attempts went, per cell and configuration
+    (OFF left out): cuts per transfer, the median time a cut attempt was
+    given, and how many cut attempts of DYNAMIC were given twice or more its
+    learned timeout (the wait when no attempt sent after them was answered
+    in time, scheduler.c fb_due), and which rule set the timeout in force
+    when they were cut (for DYNAMIC, retry.h S3X_FBT_RULE_*: "medians" is
+    MEDIAN_MULT x the median, "spread" the median plus SPREAD_MULT spreads,
+    "tail" the tail rule, "lift" the raise after a run of cuts); then the
+    server's answers in the cell over
+    all configurations: first-byte times of the attempts answered within 1 s
+    of being sent (the grid holds attempts 1 s or more, so these are the
+    healthy ones), in ms."""
+    cells = {}
+    for m, atts in transfers:
+        key = (m["direction"], m["fraction"], m["delay"])
+        c = cells.setdefault(key, {"healthy": [], "by": {}})
+        for a in atts:
+            if not a["cut"] and a["first_byte"] > 0 and a["sent"] > 0 and a["first_byte"] - a["sent"] < 1.0:
+                c["healthy"].append(1000.0 * (a["first_byte"] - a["sent"]))
+        if m["config"] == "off":
+            continue
+        b = c["by"].setdefault(m["config"], {"n": 0, "given": [], "long": 0, "rules": {}})
+        b["n"] += 1
+        for a in atts:
+            if a["cut"]:
+                b["given"].append(a["given_ms"])
+                b["long"] += a["judged_ms"] > 0 and a["given_ms"] >= 2 * a["judged_ms"]
+                b["rules"][a.get("rule", "?")] = b["rules"].get(a.get("rule", "?"), 0) + 1
+    head = ["direction", "tail", "delay s", "configuration", "transfers", "cuts per transfer",
+            "median given to a cut ms", "cuts given 2x+ their timeout", "rule in force at the cuts",
+            "healthy first byte p50 / p99 / max ms"]
+    rows = []
+    for key, c in cells.items():
+        h = c["healthy"]
+        hq = " / ".join(f"{_quantile(h, q):.0f}" for q in (0.5, 0.99)) + f" / {max(h):.0f}" if h else ""
+        for label in [lb for lb in labels if lb in c["by"]]:
+            b = c["by"][label]
+            rows.append([key[0], _fmt_frac(key[1]), key[2], label, str(b["n"]), f"{len(b['given']) / b['n']:.1f}",
+                         f"{statistics.median(b['given']):.0f}" if b["given"] else "-",
+                         str(b["long"]) if label.startswith("dynamic") else "-",
+                         ", ".join(f"{k} {v}" for k, v in sorted(b["rules"].items(), key=lambda kv: -kv[1])) or "-",
+                         hq])
+    return head, rows
 
 
 def _median(v):
@@ -372,6 +458,8 @@ def main() -> int:
                     help="add DYNAMIC with NAME=VALUE in the environment, one of " + ", ".join(ENV_KNOBS) +
                     " (repeatable)")
     ap.add_argument("--no-slowdown", action="store_true")
+    ap.add_argument("--trace", default=None, metavar="FILE",
+                    help="write the library's per-attempt trace (S3X_FBT_TRACE) to FILE and add a table of it")
     ap.add_argument("--build")
     ap.add_argument("--quick", action="store_true",
                     help="the default suite's entry: 128MiB, 10%% x 2-5 s and the slow-down cells")
@@ -439,11 +527,15 @@ def main() -> int:
         def on_record(rec):
             with open(partial, "a") as f:
                 f.write(json.dumps(rec) + "\n")
+    if a.trace:
+        open(a.trace, "w").close()
+        os.environ["S3X_FBT_TRACE"] = os.path.abspath(a.trace)
     try:
         client = s3xfer.Client(endpoint_url=proxy.url)
         recs = run_grid(s3xfer, client, proxy, bucket, path, out, size_up, part, a.concurrency, cells, cfgs, a.runs,
-                        log=benchlib.log, sizes=sizes, on_record=on_record)
+                        log=benchlib.log, sizes=sizes, on_record=on_record, trace=a.trace)
     finally:
+        os.environ.pop("S3X_FBT_TRACE", None)
         proxy.stop()
         if os.path.exists(out):
             os.unlink(out)
@@ -466,6 +558,9 @@ def main() -> int:
     text += [""] + [line for d in labels for m in (False, True) if (line := goal_line(summary, d, m))]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
     text.append(markdown(*resend_table(summary)))
+    if a.trace:
+        text += ["", f"Per-attempt trace ({a.trace}):", ""]
+        text.append(markdown(*trace_table(read_trace(a.trace), [c[0] for c in cfgs])))
     print("\n".join(text))
     if a.out:
         benchlib.write_out(a.out, "\n".join(text), {"header": hdr, "records": recs, "cells": summary,
