@@ -68,6 +68,7 @@ is s3xfer's Python binding alone, so it runs when the list has s3xfer-py.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -249,13 +250,13 @@ def trace_table(transfers, labels):
                 c["healthy"].append(1000.0 * (a["first_byte"] - a["sent"]))
         if m["config"] == "off":
             continue
-        b = c["by"].setdefault(m["config"], {"n": 0, "given": [], "long": 0, "rules": {}})
+        b = c["by"].setdefault(m["config"], {"n": 0, "given": [], "long": 0, "rules": collections.Counter()})
         b["n"] += 1
         for a in atts:
             if a["cut"]:
                 b["given"].append(a["given_ms"])
                 b["long"] += a["judged_ms"] > 0 and a["given_ms"] >= 2 * a["judged_ms"]
-                b["rules"][a.get("rule", "?")] = b["rules"].get(a.get("rule", "?"), 0) + 1
+                b["rules"][a.get("rule", "?")] += 1
     head = ["direction", "tail", "delay s", "configuration", "transfers", "cuts per transfer",
             "median given to a cut ms", "cuts given 2x+ their timeout", "rule in force at the cuts",
             "healthy first byte p50 / p99 / max ms"]
@@ -268,7 +269,7 @@ def trace_table(transfers, labels):
             rows.append([key[0], _fmt_frac(key[1]), key[2], label, str(b["n"]), f"{len(b['given']) / b['n']:.1f}",
                          f"{statistics.median(b['given']):.0f}" if b["given"] else "-",
                          str(b["long"]) if label.startswith("dynamic") else "-",
-                         ", ".join(f"{k} {v}" for k, v in sorted(b["rules"].items(), key=lambda kv: -kv[1])) or "-",
+                         ", ".join(f"{k} {v}" for k, v in b["rules"].most_common()) or "-",
                          hq])
     return head, rows
 

@@ -1109,8 +1109,8 @@ static void test_carry_outcomes(void) {
            carried_cuts, (long long)s3x_fbt_current(&f), f.tail_ms > 0 ? "yes" : "no");
     CHECK(carried_cuts >= 2 && f.outcomes == c.slot[0].outcomes && f.tail_ms > 0 && s3x_fbt_current(&f) <= 240,
           "carried cuts: the next transfer starts lowered (%lld ms)", (long long)s3x_fbt_current(&f));
-    CHECK(f.rule == S3X_FBT_RULE_TAIL && !strcmp(s3x_fbt_rule_name(f.rule), "tail"),
-          "the trace names the tail rule as the one in force (%s)", s3x_fbt_rule_name(f.rule));
+    CHECK(f.rule == S3X_FBT_RULE_TAIL && !strcmp(s3x_fbt_rule_name(&f), "tail"),
+          "the trace names the tail rule as the one in force (%s)", s3x_fbt_rule_name(&f));
 
     memset(&c, 0, sizeof c);
     tmix none = {{80, 160, 0, 0, 0, 0}, 0, 0, 0, 0, 0};
@@ -1123,14 +1123,21 @@ static void test_carry_outcomes(void) {
     s3x_fbt_resume(&f, &c, key, 1);
     CHECK(c.slot[0].outcomes == 0 && f.tail_ms == 0 && s3x_fbt_current(&f) >= 300,
           "no cuts carried: the relative rule's timeout (%lld ms)", (long long)s3x_fbt_current(&f));
-    CHECK(f.rule == S3X_FBT_RULE_MEDIANS && !strcmp(s3x_fbt_rule_name(f.rule), "medians"),
-          "answers of 80-160 ms: three medians set it (%s)", s3x_fbt_rule_name(f.rule));
+    CHECK(f.rule == S3X_FBT_RULE_MEDIANS && !strcmp(s3x_fbt_rule_name(&f), "medians"),
+          "answers of 80-160 ms: three medians set it (%s)", s3x_fbt_rule_name(&f));
     robust_init(&f, 4);
     CHECK(f.rule == S3X_FBT_RULE_NONE && s3x_fbt_current(&f) == 0, "no timeout before the start: rule none");
     s3x_fbt_start(&f, 5 << 20);
-    CHECK(f.rule == S3X_FBT_RULE_START && !strcmp(s3x_fbt_rule_name(f.rule), "start"),
-          "then the starting timeout (%s)", s3x_fbt_rule_name(f.rule));
-    CHECK(!strcmp(s3x_fbt_rule_name(99), "none"), "an unknown rule is named none");
+    CHECK(f.rule == S3X_FBT_RULE_START && !strcmp(s3x_fbt_rule_name(&f), "start"),
+          "then the starting timeout (%s)", s3x_fbt_rule_name(&f));
+    f.rule = 99;
+    CHECK(!strcmp(s3x_fbt_rule_name(&f), "none"), "an unknown rule is named none");
+    s3x_fbt_init_ex(&f, 800, 4, S3X_FBT_ROBUST);
+    CHECK(!strcmp(s3x_fbt_rule_name(&f), "fixed"), "a fixed timeout: %s", s3x_fbt_rule_name(&f));
+    s3x_fbt_init_ex(&f, S3X_SLOW_PART_DYNAMIC, 4, S3X_FBT_P90);
+    CHECK(!strcmp(s3x_fbt_rule_name(&f), "p90"), "the P90 estimator: %s", s3x_fbt_rule_name(&f));
+    s3x_fbt_init_ex(&f, S3X_SLOW_PART_OFF, 4, S3X_FBT_ROBUST);
+    CHECK(!strcmp(s3x_fbt_rule_name(&f), "none"), "off: %s", s3x_fbt_rule_name(&f));
     csim_carry = NULL;
 }
 

@@ -203,7 +203,8 @@ def test_first_byte_trace_has_a_line_per_attempt(pclient, boto, bucket, proxy, d
     cuts = [a for a in lines if a["cut"]]
     assert len(cuts) == r.retries_first_byte >= 1
     assert len(lines) == parts + len(cuts)
-    assert all(a["given_ms"] == 800 and a["first_byte"] == 0 and a["timeout_ms"] == 800 for a in cuts)
+    assert all(a["given_ms"] == 800 and a["first_byte"] == 0 and a["timeout_ms"] == 800 and a["rule"] == "fixed"
+               for a in cuts)
     for a in lines:
         if not a["cut"]:
             assert a["status"] == 200 and a["given_ms"] == 0

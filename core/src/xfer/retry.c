@@ -21,9 +21,12 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     }
 }
 
-const char *s3x_fbt_rule_name(int rule) {
+const char *s3x_fbt_rule_name(const s3x_fbt *f) {
     static const char *const names[] = {"none", "start", "floor", "medians", "spread", "slowest", "tail", "lift"};
-    return rule >= 0 && rule < (int)(sizeof names / sizeof names[0]) ? names[rule] : "none";
+    if (f->mode == 1) return "fixed";
+    if (f->mode == 2 && f->estimator == S3X_FBT_P90) return "p90";
+    if (f->mode != 2 || f->rule < 0 || f->rule >= (int)(sizeof names / sizeof names[0])) return "none";
+    return names[f->rule];
 }
 
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator) {

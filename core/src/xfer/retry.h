@@ -101,7 +101,8 @@ typedef struct s3x_fbt_carry {
  * per-attempt trace, S3X_FBT_TRACE): none (no timeout), the starting one,
  * the floor (S3X_FBT_MIN_MS), MEDIAN_MULT medians, the median plus
  * SPREAD_MULT spreads, START_MULT x the slowest of the first answers, the
- * tail rule, the lift after a run of cuts. */
+ * tail rule, the lift after a run of cuts. s3x_fbt_rule_name names the one
+ * in force, or "fixed", "p90" or "none" (OFF) in the other modes. */
 enum {
     S3X_FBT_RULE_NONE,
     S3X_FBT_RULE_START,
@@ -112,7 +113,6 @@ enum {
     S3X_FBT_RULE_TAIL,
     S3X_FBT_RULE_LIFT,
 };
-const char *s3x_fbt_rule_name(int rule);
 
 typedef struct s3x_fbt {
     int mode;                 /* 0 off, 1 fixed, 2 dynamic */
@@ -175,6 +175,8 @@ static inline int64_t s3x_fbt_current(const s3x_fbt *f) { return f->stopped ? 0 
 /* DYNAMIC with the ROBUST estimator: the timeout is relative to the answers
  * (the scheduler's rules for attempts in flight apply); ..._learned: and
  * enough answers were seen for it to be more than the starting timeout. */
+/* The rule in force, by name (S3X_FBT_RULE_* above; the per-attempt trace). */
+const char *s3x_fbt_rule_name(const s3x_fbt *f);
 static inline int s3x_fbt_relative(const s3x_fbt *f) { return f->mode == 2 && f->estimator == S3X_FBT_ROBUST; }
 static inline int s3x_fbt_learned(const s3x_fbt *f) {
     return s3x_fbt_relative(f) && f->samples >= S3X_FBT_MIN_SAMPLES;

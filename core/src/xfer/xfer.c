@@ -167,7 +167,7 @@ void s3x_xfer_trace_attempt(const s3x_xfer *x, const s3x_http_req *r, int slot, 
             "\"spread_ms\": %.1f, \"rule\": \"%s\", \"inflight\": %d}\n",
             (unsigned long long)(uintptr_t)x, slot, attempt, r->t_start, r->t_sent, r->t_first_byte, r->t_end,
             r->status, cut, (long long)given_ms, judged_ms, (long long)s3x_fbt_current(b), b->tail_ms, b->median_ms,
-            b->spread_ms, s3x_fbt_relative(b) ? s3x_fbt_rule_name(b->rule) : b->mode == 1 ? "fixed" : b->mode == 2 ? "p90" : "none", inflight);
+            b->spread_ms, s3x_fbt_rule_name(b), inflight);
     fclose(f);
 }
 

@@ -94,8 +94,8 @@ void s3x_xfer_learn_cut(s3x_xfer *x, int64_t used_ms);
  * its times (monotonic seconds, 0: not reached), whether it was cut and
  * after how long (given_ms), DYNAMIC's learned timeout when it was sent
  * (judged_ms, 0 before one was learned and in the other modes), and the
- * timeout's state when it ended (with the rule that set it: s3x_fbt_rule_name,
- * "fixed" or "none"). Call before the attempt is learned from. */
+ * timeout's state when it ended (with the rule that set it,
+ * s3x_fbt_rule_name). Call before the attempt is learned from. */
 void s3x_xfer_trace_attempt(const s3x_xfer *x, const s3x_http_req *r, int slot, int attempt, int cut,
                             int64_t given_ms, double judged_ms, int inflight);
 /* Before the run's first part request r (prepared) goes out: a DYNAMIC
