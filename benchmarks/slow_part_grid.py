@@ -85,7 +85,8 @@ SLOWDOWN_SPAN = (0.25, 0.75)    # ... from this share of the bytes done to this 
 QUICK = {"size": "128MiB", "fractions": "0.1", "delays": "2-5", "no_legacy": True, "no_carry_variant": True}
 
 
-ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY", "S3X_FBT_TAIL_MARGIN")  # benchmark-only (core/src/xfer/retry.h)
+ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY", "S3X_FBT_TAIL_MARGIN",
+             "S3X_FBT_TAIL_FIT")  # benchmark-only (core/src/xfer/retry.h)
 
 
 DYNAMICS = ("dynamic", "dynamic (no carry)", "dynamic (p90)")  # the variants notebook 05 draws

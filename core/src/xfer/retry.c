@@ -9,6 +9,7 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     /* The old estimator stays reachable for side-by-side benchmarks only. */
     const char *e = getenv("S3X_FBT_ESTIMATOR"), *carry = getenv("S3X_FBT_CARRY");
     const char *hist = getenv("S3X_FBT_TAIL_HISTORY"), *margin = getenv("S3X_FBT_TAIL_MARGIN");
+    const char *fit = getenv("S3X_FBT_TAIL_FIT");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
     f->no_carry = carry && !strcmp(carry, "off");
     if (hist) {
@@ -19,10 +20,11 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
         double v = strtod(margin, NULL);
         if (v >= 1.0 && v <= 4.0) f->tail_margin = v;
     }
+    if (fit && !strcmp(fit, "off")) f->tail_fit = 0;
 }
 
 const char *s3x_fbt_rule_name(const s3x_fbt *f) {
-    static const char *const names[] = {"none", "start", "floor", "medians", "spread", "slowest", "tail", "lift"};
+    static const char *const names[] = {"none", "start", "floor", "medians", "spread", "slowest", "tail", "lift", "fit"};
     if (f->mode == 1) return "fixed";
     if (f->mode == 2 && f->estimator == S3X_FBT_P90) return "p90";
     if (f->mode != 2 || f->rule < 0 || f->rule >= (int)(sizeof names / sizeof names[0])) return "none";
@@ -33,6 +35,7 @@ void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimato
     memset(f, 0, sizeof *f);
     f->hist_cap = S3X_FBT_TAIL_HISTORY;
     f->tail_margin = S3X_FBT_TAIL_MARGIN;
+    f->tail_fit = 1;
     f->estimator = estimator == S3X_FBT_P90 ? S3X_FBT_P90 : S3X_FBT_ROBUST;
     if (knob == 0) return;
     if (knob > 0) {
@@ -239,28 +242,120 @@ static int popcount32(uint32_t v) {
     return n;
 }
 
-static void hist_add(s3x_fbt *f, double v) {
+static void hist_add(s3x_fbt *f, double v, double cap) {
     f->hist[f->hist_pos] = v;
+    f->hist_cap_ms[f->hist_pos] = cap > 0 && cap < v ? v : cap;
     f->hist_pos = (f->hist_pos + 1) % f->hist_cap;
     if (f->hist_n < f->hist_cap) f->hist_n++;
 }
 
-static double tail_timeout(s3x_fbt *f, double t, double m) {
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double phi(double z) { return 0.5 * erfc(-z / M_SQRT2); }
+
+/* The healthy answers as a lognormal fitted to the history: each answer
+ * came under a timeout, so it is drawn from the distribution cut off there
+ * (truncated). The moments of a truncated normal (in log ms) give a fixed
+ * point: with a_i = (log cap_i - mu) / sigma and l_i = phi'(a_i) / phi(a_i),
+ *     mean(y) = mu - sigma mean(l),  mean((y - mu)^2) = sigma^2 (1 - mean(a l)).
+ * So the answers the timeout cuts (never in the history) do not pull the
+ * fit down after it, as they pull the slowest answers down. 0: no fit
+ * (too few answers, or cut off too low to say). */
+static int tail_fit(s3x_fbt *f, double *mu_out, double *sigma_out) {
+    int n = f->hist_n;
+    if (n < S3X_FBT_TAIL_FIT_ANSWERS) return 0;
+    double y[S3X_FBT_TAIL_HISTORY], u[S3X_FBT_TAIL_HISTORY], mean = 0, var = 0;
+    for (int i = 0; i < n; i++) {
+        y[i] = log(f->hist[i] > 1.0 ? f->hist[i] : 1.0);
+        u[i] = f->hist_cap_ms[i] > 0 ? log(f->hist_cap_ms[i] > 1.0 ? f->hist_cap_ms[i] : 1.0) : INFINITY;
+        mean += y[i];
+    }
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (y[i] - mean) * (y[i] - mean);
+    double mu = mean, sigma = sqrt(var / n);
+    if (!(sigma > 1e-3)) return 0;
+    for (int it = 0; it < 30; it++) {
+        double sl = 0, sal = 0;
+        for (int i = 0; i < n; i++) {
+            if (isinf(u[i])) continue;
+            double a = (u[i] - mu) / sigma, p = phi(a);
+            if (p < 1e-3) return 0; /* cut off far below the middle: too little to fit */
+            double l = exp(-0.5 * a * a) / sqrt(2.0 * M_PI) / p;
+            sl += l;
+            sal += a * l;
+        }
+        sl /= n;
+        sal /= n;
+        if (1.0 - sal < 0.2) return 0;
+        double m2 = mean + sigma * sl, v = 0;
+        for (int i = 0; i < n; i++) v += (y[i] - m2) * (y[i] - m2);
+        double s2 = sqrt(v / n / (1.0 - sal));
+        int done = fabs(m2 - mu) < 1e-4 && fabs(s2 - sigma) < 1e-4;
+        mu = m2;
+        sigma = s2;
+        if (done) break;
+    }
+    *mu_out = mu;
+    *sigma_out = sigma;
+    return 1;
+}
+
+/* The fit's quantiles the tail rule tries, and the share of healthy
+ * answers above each. */
+static const struct {
+    double z, above;
+} tail_fit_q[] = {{2.054, 0.02}, {2.326, 0.01}, {2.576, 0.005}, {3.090, 0.001}};
+
+static double tail_timeout(s3x_fbt *f, double t, double m, double was) {
     int n = f->hist_n;
     double slowest = 0;
     for (int i = 0; i < n; i++)
         if (f->hist[i] > slowest) slowest = f->hist[i];
+    f->fit_mu = f->fit_sigma = 0;
+    f->tail_from_fit = 0;
     if (n < S3X_FBT_TAIL_MIN_ANSWERS || f->samples < S3X_FBT_TAIL_MIN_SAMPLES) return t;
+    double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;
+    /* Lower to c when the time saved on the attempts cut outweighs the
+     * healthy ones cut: h x (t - c) > (1 - h) x attempt x above(c). */
+    double best = t, gain = 0;
     double low = f->tail_margin * slowest;
     if (low < S3X_FBT_MIN_MS) low = S3X_FBT_MIN_MS;
-    if (low >= t) return t;
-    double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;
-    return h * (t - low) > (1.0 - h) * attempt / (double)(n + 1) ? low : t;
+    if (low < t) {
+        double g = h * (t - low) - (1.0 - h) * attempt / (double)(n + 1);
+        if (g > gain) best = low, gain = g;
+    }
+    double mu, sigma;
+    /* Without a cut lately there is nothing to save: no fit (it costs some
+     * 30 x 128 exp and erfc at most). */
+    if (f->tail_fit && h > 0 && tail_fit(f, &mu, &sigma)) {
+        f->fit_mu = mu;
+        f->fit_sigma = sigma;
+        /* Of the cuts, the share of healthy answers the fit puts above the
+         * timeout in force was not a tail. */
+        if (was <= 0) was = t;
+        double ht = h - (1.0 - phi((log(was) - mu) / sigma));
+        for (size_t k = 0; k < sizeof tail_fit_q / sizeof tail_fit_q[0]; k++) {
+            double c = exp(mu + tail_fit_q[k].z * sigma);
+            if (c < S3X_FBT_MIN_MS) c = S3X_FBT_MIN_MS;
+            if (c >= t) continue;
+            double g = ht * (t - c) - (1.0 - h) * attempt * tail_fit_q[k].above;
+            if (g > gain) {
+                best = c;
+                gain = g;
+                f->tail_from_fit = 1;
+            }
+        }
+    }
+    return best;
 }
 
 static void robust_update(s3x_fbt *f) {
     int n = f->win_n;
     const double *s = f->sorted;
+    double was = f->timeout_exact_ms; /* in force until now */
     f->timeout_ms = 0;
     f->tail_ms = 0;
     f->timeout_exact_ms = 0;
@@ -302,9 +397,9 @@ static void robust_update(s3x_fbt *f) {
             t = S3X_FBT_START_MULT * f->slowest_ms;
             rule = S3X_FBT_RULE_SLOWEST;
         } else {
-            double low = tail_timeout(f, t, m);
+            double low = tail_timeout(f, t, m, was);
             f->tail_ms = low < t ? low : 0;
-            if (low < t) rule = S3X_FBT_RULE_TAIL;
+            if (low < t) rule = f->tail_from_fit ? S3X_FBT_RULE_FIT : S3X_FBT_RULE_TAIL;
             t = low;
         }
     }
@@ -319,11 +414,6 @@ static void robust_update(s3x_fbt *f) {
     f->rule = rule;
     f->timeout_exact_ms = t;
     f->timeout_ms = (int64_t)llround(t);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Re-base when the last answers left the window's distribution as a whole:
@@ -345,7 +435,7 @@ static void maybe_rebase(s3x_fbt *f) {
     for (int i = 0; i < S3X_FBT_RECENT; i++) {
         double v = f->recent[(f->recent_pos + i) % S3X_FBT_RECENT]; /* oldest first */
         window_add(f, v, 0);
-        hist_add(f, v);
+        hist_add(f, v, 0); /* the new answers: under which timeout is moot, the old one's pace is gone */
     }
     f->rebases++;
 }
@@ -358,7 +448,8 @@ static void robust_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
     f->samples++;
     f->run_of_cuts = 0;
     window_add(f, ttfb_ms, 0);
-    hist_add(f, ttfb_ms);
+    f->last_cap_ms = f->timeout_exact_ms;
+    hist_add(f, ttfb_ms, f->last_cap_ms);
     f->recent[f->recent_pos] = ttfb_ms;
     f->recent_pos = (f->recent_pos + 1) % S3X_FBT_RECENT;
     if (f->recent_n < S3X_FBT_RECENT) f->recent_n++;
@@ -469,11 +560,12 @@ void s3x_fbt_carry_cut(s3x_fbt_carry *c, uint64_t key, double now_s) {
     s->last_s = now_s;
 }
 
-void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double now_s) {
+void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double cap_ms, double now_s) {
     if (!c || !key) return;
     s3x_fbt_carry_slot *s = carry_slot(c, key);
     s->outcomes <<= 1;
     s->ring[s->pos] = ttfb_ms < 0 ? 0 : ttfb_ms;
+    s->ring_cap[s->pos] = cap_ms > 0 ? cap_ms : 0;
     s->pos = (s->pos + 1) % S3X_FBT_TAIL_HISTORY;
     if (s->n < S3X_FBT_TAIL_HISTORY) s->n++;
     s->last_s = now_s;
@@ -493,8 +585,9 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s) {
     f->outcomes = s->outcomes;
     /* All of them to the tail rule's history, the last S3X_FBT_WINDOW to the window. */
     for (int i = 0; i < s->n; i++) {
-        double v = s->ring[(s->pos - s->n + i + S3X_FBT_TAIL_HISTORY) % S3X_FBT_TAIL_HISTORY]; /* oldest first */
-        hist_add(f, v);
+        int at = (s->pos - s->n + i + S3X_FBT_TAIL_HISTORY) % S3X_FBT_TAIL_HISTORY; /* oldest first */
+        double v = s->ring[at];
+        hist_add(f, v, s->ring_cap[at]);
         if (i < s->n - S3X_FBT_WINDOW) continue;
         window_add(f, v, 0);
         if (f->samples < S3X_FBT_SETTLED && v > f->slowest_ms) f->slowest_ms = v;

@@ -60,7 +60,8 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_TAIL_MARGIN 1.5
 #define S3X_FBT_TAIL_HISTORY 128    /* the slowest of this many last answers (cuts not counted) ... */
 #define S3X_FBT_TAIL_MIN_ANSWERS 16 /* ... of at least this many (the slowest of fewer says little) ... */
-#define S3X_FBT_TAIL_MIN_SAMPLES 24 /* ... and answers learned from in all (a transfer's first ones are too few) */
+#define S3X_FBT_TAIL_MIN_SAMPLES 24
+#define S3X_FBT_TAIL_FIT_ANSWERS 32 /* the fit of the healthy answers (retry.c, tail_fit) needs this many */ /* ... and answers learned from in all (a transfer's first ones are too few) */
 
 /* How the scheduler applies a ROBUST timeout to the attempts in flight
  * (scheduler.c, check_first_byte): an attempt keeps the learned timeout that
@@ -85,6 +86,7 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 typedef struct s3x_fbt_carry_slot {
     uint64_t key;                 /* 0: free */
     double ring[S3X_FBT_TAIL_HISTORY]; /* the last answers (first-byte ms), arrival order */
+    double ring_cap[S3X_FBT_TAIL_HISTORY]; /* the timeout each came under (ms; 0: none) */
     int n, pos;
     double last_s;                /* when the last of them came (the caller's clock, seconds) */
     uint32_t outcomes;            /* the last 32 attempts, newest in bit 0: 1 = cut */
@@ -101,7 +103,8 @@ typedef struct s3x_fbt_carry {
  * per-attempt trace, S3X_FBT_TRACE): none (no timeout), the starting one,
  * the floor (S3X_FBT_MIN_MS), MEDIAN_MULT medians, the median plus
  * SPREAD_MULT spreads, START_MULT x the slowest of the first answers, the
- * tail rule, the lift after a run of cuts. s3x_fbt_rule_name names the one
+ * tail rule at a multiple of the slowest answer, the lift after a run of
+ * cuts, the tail rule at a quantile of the fit. s3x_fbt_rule_name names the one
  * in force, or "fixed", "p90" or "none" (OFF) in the other modes. */
 enum {
     S3X_FBT_RULE_NONE,
@@ -112,6 +115,7 @@ enum {
     S3X_FBT_RULE_SLOWEST,
     S3X_FBT_RULE_TAIL,
     S3X_FBT_RULE_LIFT,
+    S3X_FBT_RULE_FIT,
 };
 
 typedef struct s3x_fbt {
@@ -148,8 +152,14 @@ typedef struct s3x_fbt {
     double tail_ms;                /* the lowered timeout when the tail rule set it, else 0 */
     int rule;                      /* which rule set timeout_ms (S3X_FBT_RULE_*, traces only) */
     double hist[S3X_FBT_TAIL_HISTORY]; /* the last answers for the tail rule (cuts not included), arrival order */
+    double hist_cap_ms[S3X_FBT_TAIL_HISTORY]; /* the timeout each came under (ms; 0: none): it could not be slower */
+    double last_cap_ms;            /* ... that of the last answer */
     int hist_n, hist_pos, hist_cap;   /* hist_cap: S3X_FBT_TAIL_HISTORY, or less from the environment (benchmarks) */
     double tail_margin;               /* S3X_FBT_TAIL_MARGIN, or another from the environment (benchmarks) */
+    int tail_fit;                     /* the tail rule also tries high quantiles of a fit of the history (1; 0
+                                         with S3X_FBT_TAIL_FIT=off in the environment: benchmarks) */
+    double fit_mu, fit_sigma;         /* the fit (log ms), 0 sigma: none (traces, tests) */
+    int tail_from_fit;                /* the tail rule's timeout is a quantile of the fit */
     int64_t samples;               /* answers learned from: this run's plus those carried in */
     int64_t carried;               /* answers carried in from earlier transfers */
     int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
@@ -172,6 +182,8 @@ void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimato
  * requests carry body_bytes each (0 for ranged GETs: S3X_FBT_START_GET_MS). */
 void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes);
 static inline int64_t s3x_fbt_current(const s3x_fbt *f) { return f->stopped ? 0 : f->timeout_ms; }
+/* The timeout the last answer came under (ms; 0: none), for s3x_fbt_carry_add. */
+static inline double s3x_fbt_last_cap(const s3x_fbt *f) { return f->last_cap_ms; }
 /* DYNAMIC with the ROBUST estimator: the timeout is relative to the answers
  * (the scheduler's rules for attempts in flight apply); ..._learned: and
  * enough answers were seen for it to be more than the starting timeout. */
@@ -190,9 +202,10 @@ uint64_t s3x_fbt_carry_key(const char *op, const char *endpoint, const char *buc
  * answers will be added under key (s3x_fbt_carry_add). Does nothing for
  * other modes, or when S3X_FBT_CARRY=off was in the environment at init. */
 void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s);
-/* Adds an answer (first-byte ms) under key, claiming a free or the least
+/* Adds an answer (first-byte ms; cap_ms: the timeout it came under, 0:
+ * none, s3x_fbt_last_cap) under key, claiming a free or the least
  * recently used slot for a new key. */
-void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double now_s);
+void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double cap_ms, double now_s);
 /* ... and an attempt cut (counted among the last 32 attempts, not an answer). */
 void s3x_fbt_carry_cut(s3x_fbt_carry *c, uint64_t key, double now_s);
 /* A request finished well: its whole duration and its time to first byte

@@ -145,7 +145,7 @@ void s3x_xfer_learn(s3x_xfer *x, const s3x_http_req *r) {
     double ttfb = (r->t_first_byte > 0 && r->t_sent > 0) ? (r->t_first_byte - r->t_sent) * 1000.0 : whole;
     if (ttfb < 0) ttfb = 0;
     s3x_fbt_on_success(&x->fbt, whole, ttfb);
-    if (x->fbt.carry_key) s3x_fbt_carry_add(x->client->fbt_carry, x->fbt.carry_key, ttfb, r->t_end);
+    if (x->fbt.carry_key) s3x_fbt_carry_add(x->client->fbt_carry, x->fbt.carry_key, ttfb, s3x_fbt_last_cap(&x->fbt), r->t_end);
 }
 
 void s3x_xfer_learn_cut(s3x_xfer *x, int64_t used_ms) {
