@@ -25,7 +25,8 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   benchmark-only switch in the environment (for this comparison only):
   S3X_FBT_TAIL_HISTORY=N, the tail rule (docs/reliability.md, point 9) takes
   the slowest of the last N answers instead of 128; S3X_FBT_TAIL_MARGIN=X,
-  it goes down to X times that answer instead of 1.5.
+  it goes down to X times that answer instead of 1.5; S3X_FBT_TAIL_FIT=off,
+  it leaves out the quantiles of its fit of the answers (point 10).
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions that leave the upload id out (key_ignore), reseeded before every

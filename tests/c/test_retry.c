@@ -1064,8 +1064,9 @@ static void test_tail_fit(void) {
     /* The fit sees the healthy answers through the timeout: with a fifth of
      * the attempts held, the lowered timeout cuts the slowest healthy ones
      * too, and the answers' own median and spread fall with it (the
-     * slowest answers fell further, and a fit that took the answers as they
-     * are followed them down: stop 27's cost rule). Each answer's timeout
+     * slowest answers fell further, and a rule that took the answers as
+     * they are followed them down: docs/reliability.md, the cost form of the
+     * tail rule). Each answer's timeout
      * is its cut-off, and the fit stays on the healthy distribution. */
     s3x_fbt f;
     tail_run tr;

@@ -173,9 +173,9 @@ typedef struct s3x_fbt {
  * The estimator is ROBUST unless S3X_FBT_ESTIMATOR=p90 is in the environment;
  * S3X_FBT_CARRY=off there turns off carrying between transfers;
  * S3X_FBT_TAIL_HISTORY=N (16..128) makes the tail rule take the slowest of
- * the last N answers, S3X_FBT_TAIL_MARGIN=X (1..4) go down to X times it
- * (all four exist for benchmarks/slow_part_grid.py's side-by-side runs
- * only). */
+ * the last N answers, S3X_FBT_TAIL_MARGIN=X (1..4) go down to X times it,
+ * S3X_FBT_TAIL_FIT=off leave out the quantiles of its fit (all five exist
+ * for benchmarks/slow_part_grid.py's side-by-side runs only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 /* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
