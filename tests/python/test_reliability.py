@@ -276,6 +276,32 @@ def test_dynamic_timeout_lands_below_a_heavy_tail(pclient, client, tail_bucket, 
     assert d.retries_first_byte >= held - 4, (d.retries_first_byte, held)
 
 
+def test_dynamic_upload_timeout_fits_below_its_tail(pclient, boto, bucket, proxy, tmp_path, monkeypatch):
+    """A fifth of the UploadPart attempts held 3 s, the others answered 250-300
+    ms late (so the healthy answers have a known, narrow spread whatever the
+    server's own): after a first upload (the client carries its answers and
+    the timeout each came under), the second one's held parts are cut under
+    the tail rule's fit of the healthy answers (docs/reliability.md, point
+    10), below the relative rule's three medians."""
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("S3X_FBT_TRACE", str(trace))
+    data = os.urandom(32 * P)
+    proxy.set_rules(["delay_first_byte:p=0.2,kind=upload_part,delay=3",
+                     "delay_first_byte:kind=upload_part,delay=0.25-0.3"], seed=5)
+    cfg = TransferConfig(part_size=P, concurrency=4, slow_part_timeout="dynamic", max_attempts=10)
+    for key in ("fit-1", "fit-2"):
+        pclient.upload_bytes(data, bucket, key, config=cfg)
+    proxy.set_rules([])
+    got = boto.get_object(Bucket=bucket, Key="fit-2")["Body"].read()
+    assert sha(got) == sha(data)
+    lines = [json.loads(x) for x in trace.read_text().splitlines()]
+    second = [a for a in lines if a["xfer"] == lines[-1]["xfer"]]
+    fitted = [a for a in second if a["cut"] and a["rule"] == "fit"]
+    assert fitted, sorted({(a["rule"], a["timeout_ms"]) for a in second if a["cut"]})
+    assert all(0 < a["tail_ms"] and abs(a["tail_ms"] - a["timeout_ms"]) <= 1 and a["timeout_ms"] < 3 * a["median_ms"]
+               and a["given_ms"] < 3000 for a in fitted), fitted
+
+
 @pytest.fixture
 def carry_bucket(boto):
     """A bucket of this test's own: what DYNAMIC carries is keyed by bucket."""

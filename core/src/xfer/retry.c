@@ -262,17 +262,23 @@ static double phi(double z) { return 0.5 * erfc(-z / M_SQRT2); }
  * point: with a_i = (log cap_i - mu) / sigma and l_i = phi'(a_i) / phi(a_i),
  *     mean(y) = mu - sigma mean(l),  mean((y - mu)^2) = sigma^2 (1 - mean(a l)).
  * So the answers the timeout cuts (never in the history) do not pull the
- * fit down after it, as they pull the slowest answers down. 0: no fit
- * (too few answers, or cut off too low to say). */
-static int tail_fit(s3x_fbt *f, double *mu_out, double *sigma_out) {
-    int n = f->hist_n;
-    if (n < S3X_FBT_TAIL_FIT_ANSWERS) return 0;
+ * fit down after it, as they pull the slowest answers down. Answers above
+ * the relative timeout t are left out (a held attempt answered under a
+ * lift, say: one such answer moves the moments far), so every answer is
+ * taken as cut off at the lower of its timeout and t. 0: no fit (too few
+ * answers, or cut off too low to say). */
+static int tail_fit(const s3x_fbt *f, double t, double *mu_out, double *sigma_out) {
     double y[S3X_FBT_TAIL_HISTORY], u[S3X_FBT_TAIL_HISTORY], mean = 0, var = 0;
-    for (int i = 0; i < n; i++) {
-        y[i] = log(f->hist[i] > 1.0 ? f->hist[i] : 1.0);
-        u[i] = f->hist_cap_ms[i] > 0 ? log(f->hist_cap_ms[i] > 1.0 ? f->hist_cap_ms[i] : 1.0) : INFINITY;
-        mean += y[i];
+    int n = 0;
+    for (int i = 0; i < f->hist_n; i++) {
+        double v = f->hist[i] > 1.0 ? f->hist[i] : 1.0, cap = f->hist_cap_ms[i];
+        if (!(cap > 0) || cap > t) cap = t;
+        if (v > cap) continue;
+        y[n] = log(v);
+        u[n] = log(cap);
+        mean += y[n++];
     }
+    if (n < S3X_FBT_TAIL_FIT_ANSWERS) return 0;
     mean /= n;
     for (int i = 0; i < n; i++) var += (y[i] - mean) * (y[i] - mean);
     double mu = mean, sigma = sqrt(var / n);
@@ -280,7 +286,6 @@ static int tail_fit(s3x_fbt *f, double *mu_out, double *sigma_out) {
     for (int it = 0; it < 30; it++) {
         double sl = 0, sal = 0;
         for (int i = 0; i < n; i++) {
-            if (isinf(u[i])) continue;
             double a = (u[i] - mu) / sigma, p = phi(a);
             if (p < 1e-3) return 0; /* cut off far below the middle: too little to fit */
             double l = exp(-0.5 * a * a) / sqrt(2.0 * M_PI) / p;
@@ -330,7 +335,7 @@ static double tail_timeout(s3x_fbt *f, double t, double m, double was) {
     double mu, sigma;
     /* Without a cut lately there is nothing to save: no fit (it costs some
      * 30 x 128 exp and erfc at most). */
-    if (f->tail_fit && h > 0 && tail_fit(f, &mu, &sigma)) {
+    if (f->tail_fit && h > 0 && tail_fit(f, t, &mu, &sigma)) {
         f->fit_mu = mu;
         f->fit_sigma = sigma;
         /* Of the cuts, the share of healthy answers the fit puts above the
