@@ -249,11 +249,6 @@ static void hist_add(s3x_fbt *f, double v, double cap) {
     if (f->hist_n < f->hist_cap) f->hist_n++;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double phi(double z) { return 0.5 * erfc(-z / M_SQRT2); }
 
 /* The healthy answers as a lognormal fitted to the history: each answer
@@ -314,13 +309,15 @@ static const struct {
     double z, above;
 } tail_fit_q[] = {{2.054, 0.02}, {2.326, 0.01}, {2.576, 0.005}, {3.090, 0.001}};
 
-static double tail_timeout(s3x_fbt *f, double t, double m, double was) {
+/* The tail rule's timeout (t when it does not lower it); *from_fit: it is a
+ * quantile of the fit. */
+static double tail_timeout(s3x_fbt *f, double t, double m, double was, int *from_fit) {
     int n = f->hist_n;
     double slowest = 0;
     for (int i = 0; i < n; i++)
         if (f->hist[i] > slowest) slowest = f->hist[i];
     f->fit_mu = f->fit_sigma = 0;
-    f->tail_from_fit = 0;
+    *from_fit = 0;
     if (n < S3X_FBT_TAIL_MIN_ANSWERS || f->samples < S3X_FBT_TAIL_MIN_SAMPLES) return t;
     double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;
     /* Lower to c when the time saved on the attempts cut outweighs the
@@ -350,7 +347,7 @@ static double tail_timeout(s3x_fbt *f, double t, double m, double was) {
             if (g > gain) {
                 best = c;
                 gain = g;
-                f->tail_from_fit = 1;
+                *from_fit = 1;
             }
         }
     }
@@ -402,9 +399,10 @@ static void robust_update(s3x_fbt *f) {
             t = S3X_FBT_START_MULT * f->slowest_ms;
             rule = S3X_FBT_RULE_SLOWEST;
         } else {
-            double low = tail_timeout(f, t, m, was);
+            int from_fit;
+            double low = tail_timeout(f, t, m, was, &from_fit);
             f->tail_ms = low < t ? low : 0;
-            if (low < t) rule = f->tail_from_fit ? S3X_FBT_RULE_FIT : S3X_FBT_RULE_TAIL;
+            if (low < t) rule = from_fit ? S3X_FBT_RULE_FIT : S3X_FBT_RULE_TAIL;
             t = low;
         }
     }
@@ -419,6 +417,11 @@ static void robust_update(s3x_fbt *f) {
     f->rule = rule;
     f->timeout_exact_ms = t;
     f->timeout_ms = (int64_t)llround(t);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 /* Re-base when the last answers left the window's distribution as a whole:

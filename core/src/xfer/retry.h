@@ -158,8 +158,7 @@ typedef struct s3x_fbt {
     double tail_margin;               /* S3X_FBT_TAIL_MARGIN, or another from the environment (benchmarks) */
     int tail_fit;                     /* the tail rule also tries high quantiles of a fit of the history (1; 0
                                          with S3X_FBT_TAIL_FIT=off in the environment: benchmarks) */
-    double fit_mu, fit_sigma;         /* the fit (log ms), 0 sigma: none (traces, tests) */
-    int tail_from_fit;                /* the tail rule's timeout is a quantile of the fit */
+    double fit_mu, fit_sigma;         /* the tail rule's last fit (log ms; 0 sigma: none), for tests */
     int64_t samples;               /* answers learned from: this run's plus those carried in */
     int64_t carried;               /* answers carried in from earlier transfers */
     int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
