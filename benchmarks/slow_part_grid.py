@@ -26,7 +26,9 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   S3X_FBT_TAIL_HISTORY=N, the tail rule (docs/reliability.md, point 9) takes
   the slowest of the last N answers instead of 128; S3X_FBT_TAIL_MARGIN=X,
   it goes down to X times that answer instead of 1.5; S3X_FBT_TAIL_FIT=off,
-  it leaves out the quantiles of its fit of the answers (point 10).
+  it leaves out the quantiles of its fit of the answers (point 10);
+  S3X_FBT_TAIL_NEAR=X, it takes the highest candidate saving X of the best
+  candidate's saving instead of 0.8 (1: the best itself; point 11).
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions that leave the upload id out (key_ignore), reseeded before every
@@ -87,7 +89,7 @@ QUICK = {"size": "128MiB", "fractions": "0.1", "delays": "2-5", "no_legacy": Tru
 
 
 ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY", "S3X_FBT_TAIL_MARGIN",
-             "S3X_FBT_TAIL_FIT")  # benchmark-only (core/src/xfer/retry.h)
+             "S3X_FBT_TAIL_FIT", "S3X_FBT_TAIL_NEAR")  # benchmark-only (core/src/xfer/retry.h)
 
 
 DYNAMICS = ("dynamic", "dynamic (no carry)", "dynamic (p90)")  # the variants notebook 05 draws

@@ -9,7 +9,7 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     /* The old estimator stays reachable for side-by-side benchmarks only. */
     const char *e = getenv("S3X_FBT_ESTIMATOR"), *carry = getenv("S3X_FBT_CARRY");
     const char *hist = getenv("S3X_FBT_TAIL_HISTORY"), *margin = getenv("S3X_FBT_TAIL_MARGIN");
-    const char *fit = getenv("S3X_FBT_TAIL_FIT");
+    const char *fit = getenv("S3X_FBT_TAIL_FIT"), *near = getenv("S3X_FBT_TAIL_NEAR");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
     f->no_carry = carry && !strcmp(carry, "off");
     if (hist) {
@@ -21,6 +21,10 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
         if (v >= 1.0 && v <= 4.0) f->tail_margin = v;
     }
     if (fit && !strcmp(fit, "off")) f->tail_fit = 0;
+    if (near) {
+        double v = strtod(near, NULL);
+        if (v >= 0.0 && v <= 1.0) f->tail_near = v;
+    }
 }
 
 const char *s3x_fbt_rule_name(const s3x_fbt *f) {
@@ -36,6 +40,7 @@ void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimato
     f->hist_cap = S3X_FBT_TAIL_HISTORY;
     f->tail_margin = S3X_FBT_TAIL_MARGIN;
     f->tail_fit = 1;
+    f->tail_near = S3X_FBT_TAIL_NEAR;
     f->estimator = estimator == S3X_FBT_P90 ? S3X_FBT_P90 : S3X_FBT_ROBUST;
     if (knob == 0) return;
     if (knob > 0) {
@@ -321,13 +326,20 @@ static double tail_timeout(s3x_fbt *f, double t, double m, double was, int *from
     if (n < S3X_FBT_TAIL_MIN_ANSWERS || f->samples < S3X_FBT_TAIL_MIN_SAMPLES) return t;
     double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;
     /* Lower to c when the time saved on the attempts cut outweighs the
-     * healthy ones cut: h x (t - c) > (1 - h) x attempt x above(c). */
-    double best = t, gain = 0;
+     * healthy ones cut: h x (t - c) > (1 - h) x attempt x above(c). Of the
+     * candidates that do, the highest saving tail_near of the best: the
+     * saving is flat near its best, the healthy cuts are not (and a fit
+     * read too low in the tail makes the lower candidates' cost look
+     * smaller than it is). */
+    enum { NQ = sizeof tail_fit_q / sizeof tail_fit_q[0] };
+    double cand[1 + NQ], gains[1 + NQ];
+    int fitc[1 + NQ], nc = 0;
     double low = f->tail_margin * slowest;
     if (low < S3X_FBT_MIN_MS) low = S3X_FBT_MIN_MS;
     if (low < t) {
-        double g = h * (t - low) - (1.0 - h) * attempt / (double)(n + 1);
-        if (g > gain) best = low, gain = g;
+        cand[nc] = low;
+        gains[nc] = h * (t - low) - (1.0 - h) * attempt / (double)(n + 1);
+        fitc[nc++] = 0;
     }
     double mu, sigma;
     /* Without a cut lately there is nothing to save: no fit (it costs some
@@ -339,18 +351,24 @@ static double tail_timeout(s3x_fbt *f, double t, double m, double was, int *from
          * timeout in force was not a tail. */
         if (was <= 0) was = t;
         double ht = h - (1.0 - phi((log(was) - mu) / sigma));
-        for (size_t k = 0; k < sizeof tail_fit_q / sizeof tail_fit_q[0]; k++) {
+        for (int k = 0; k < NQ; k++) {
             double c = exp(mu + tail_fit_q[k].z * sigma);
             if (c < S3X_FBT_MIN_MS) c = S3X_FBT_MIN_MS;
             if (c >= t) continue;
-            double g = ht * (t - c) - (1.0 - h) * attempt * tail_fit_q[k].above;
-            if (g > gain) {
-                best = c;
-                gain = g;
-                *from_fit = 1;
-            }
+            cand[nc] = c;
+            gains[nc] = ht * (t - c) - (1.0 - h) * attempt * tail_fit_q[k].above;
+            fitc[nc++] = 1;
         }
     }
+    double gain = 0, best = 0;
+    for (int i = 0; i < nc; i++)
+        if (gains[i] > gain) gain = gains[i];
+    if (gain <= 0) return t;
+    for (int i = 0; i < nc; i++)
+        if (gains[i] >= f->tail_near * gain && cand[i] > best) {
+            best = cand[i];
+            *from_fit = fitc[i];
+        }
     return best;
 }
 

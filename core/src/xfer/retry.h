@@ -60,8 +60,13 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_TAIL_MARGIN 1.5
 #define S3X_FBT_TAIL_HISTORY 128    /* the slowest of this many last answers (cuts not counted) ... */
 #define S3X_FBT_TAIL_MIN_ANSWERS 16 /* ... of at least this many (the slowest of fewer says little) ... */
-#define S3X_FBT_TAIL_MIN_SAMPLES 24
-#define S3X_FBT_TAIL_FIT_ANSWERS 32 /* the fit of the healthy answers (retry.c, tail_fit) needs this many */ /* ... and answers learned from in all (a transfer's first ones are too few) */
+#define S3X_FBT_TAIL_MIN_SAMPLES 24 /* ... and answers learned from in all (a transfer's first ones are too few) */
+#define S3X_FBT_TAIL_FIT_ANSWERS 32 /* the fit of the healthy answers (retry.c, tail_fit) needs this many */
+/* Of the tail rule's candidates, the highest whose expected saving is at
+ * least this share of the best one's: near the best the saving changes
+ * little while the healthy answers cut (each a re-send) double from one
+ * candidate to the next lower. */
+#define S3X_FBT_TAIL_NEAR 0.8
 
 /* How the scheduler applies a ROBUST timeout to the attempts in flight
  * (scheduler.c, check_first_byte): an attempt keeps the learned timeout that
@@ -159,6 +164,7 @@ typedef struct s3x_fbt {
     int tail_fit;                     /* the tail rule also tries high quantiles of a fit of the history (1; 0
                                          with S3X_FBT_TAIL_FIT=off in the environment: benchmarks) */
     double fit_mu, fit_sigma;         /* the tail rule's last fit (log ms; 0 sigma: none), for tests */
+    double tail_near;                 /* S3X_FBT_TAIL_NEAR, or another from the environment (benchmarks) */
     int64_t samples;               /* answers learned from: this run's plus those carried in */
     int64_t carried;               /* answers carried in from earlier transfers */
     int no_carry;                  /* S3X_FBT_CARRY=off in the environment (benchmarks only) */
@@ -173,8 +179,10 @@ typedef struct s3x_fbt {
  * S3X_FBT_CARRY=off there turns off carrying between transfers;
  * S3X_FBT_TAIL_HISTORY=N (16..128) makes the tail rule take the slowest of
  * the last N answers, S3X_FBT_TAIL_MARGIN=X (1..4) go down to X times it,
- * S3X_FBT_TAIL_FIT=off leave out the quantiles of its fit (all five exist
- * for benchmarks/slow_part_grid.py's side-by-side runs only). */
+ * S3X_FBT_TAIL_FIT=off leave out the quantiles of its fit,
+ * S3X_FBT_TAIL_NEAR=X (0..1) take the highest candidate saving X of the best
+ * (1: the best itself; all six exist for benchmarks/slow_part_grid.py's
+ * side-by-side runs only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 /* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
