@@ -412,6 +412,38 @@ def resend_table(cells):
     return head, out
 
 
+def extra_resend_table(recs, labels):
+    """Per direction and tail share (the delays summed), per configuration:
+    the re-sends beyond the held attempts (re-sends minus held attempts per
+    transfer, at least 0: parts re-sent that the proxy did not hold, mostly
+    healthy answers cut) and all re-sends, summed over the transfers that
+    succeeded ("fail": none did). The
+    per-cell medians of the re-send table hide these: a transfer re-sends
+    one to a few parts, so one healthy cut more or less moves a median by
+    a whole step. In the slow-down cell every first byte is held: only the
+    sum of all re-sends means anything there."""
+    head = ["direction", "tail", "transfers"] + [f"{lb} beyond held / all" for lb in labels]
+    out = []
+    for d, f in dict.fromkeys((r["direction"], r["fraction"]) for r in recs):
+        rs = [r for r in recs if (r["direction"], r["fraction"]) == (d, f)]
+        cols = []
+        for lb in labels:
+            mine = [r for r in rs if r["config"] == lb]
+            if not mine:
+                cols.append("")
+                continue
+            ok = [r for r in mine if r["ok"]]
+            if not ok:
+                cols.append("fail")
+                continue
+            total = sum(r["resends"] or 0 for r in ok)
+            beyond = "-" if f == SLOWDOWN else str(sum(max(0, (r["resends"] or 0) - (r["held"] or 0)) for r in ok))
+            failed = f" ({len(mine) - len(ok)} failed, left out)" if len(ok) < len(mine) else ""
+            cols.append(f"{beyond} / {total}{failed}")
+        out.append([d, _fmt_frac(f), str(len([r for r in rs if r["config"] == labels[0]]))] + cols)
+    return head, out
+
+
 def markdown(head, rows):
     w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     line = lambda cols: "| " + " | ".join(str(c).rjust(w[i]) for i, c in enumerate(cols)) + " |"  # noqa: E731
@@ -563,6 +595,8 @@ def main() -> int:
     text += [""] + [line for d in labels for m in (False, True) if (line := goal_line(summary, d, m))]
     text += ["", "Re-sends (first-byte retries, median) per configuration:", ""]
     text.append(markdown(*resend_table(summary)))
+    text += ["", "Re-sends beyond the held attempts and all re-sends, summed per direction and tail share:", ""]
+    text.append(markdown(*extra_resend_table(recs, [c[0] for c in cfgs])))
     if a.trace:
         text += ["", f"Per-attempt trace ({a.trace}):", ""]
         text.append(markdown(*trace_table(read_trace(a.trace), [c[0] for c in cfgs])))
