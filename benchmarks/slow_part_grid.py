@@ -27,8 +27,8 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   the slowest of the last N answers instead of 128; S3X_FBT_TAIL_MARGIN=X,
   it goes down to X times that answer instead of 1.5; S3X_FBT_TAIL_FIT=off,
   it leaves out the quantiles of its fit of the answers (point 10);
-  S3X_FBT_TAIL_NEAR=X, it takes the highest candidate saving X of the best
-  candidate's saving instead of 0.8 (1: the best itself; point 11).
+  S3X_FBT_TAIL_NEAR=X (below 1), it takes the highest candidate saving at
+  least X of the best candidate's saving instead of the best (point 11).
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions that leave the upload id out (key_ignore), reseeded before every

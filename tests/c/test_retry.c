@@ -819,9 +819,10 @@ static void test_robust_shift(void) {
            (long long)s3x_fbt_current(&f), (long long)before);
     /* Back to the healthy answers' timeout: with 20-150 ms that is 5
      * spreads over the median, some 320 ms give or take the window's luck
-     * (277 before the shift on this seed). */
-    CHECK(s3x_fbt_current(&f) < 300 + (healthy[h].lo + healthy[h].hi) / 2,
-          "after: the timeout %lld ms is back below the slowed-down answers' median (%lld before)",
+     * (277 before the shift on this seed), where the slow-down's was 672. */
+    CHECK(s3x_fbt_current(&f) < 300 + (healthy[h].lo + healthy[h].hi) / 2 &&
+              (double)s3x_fbt_current(&f) <= 1.25 * (double)before + 1,
+          "after: the timeout %lld ms is back below the slowed-down answers' median and near %lld before",
           (long long)s3x_fbt_current(&f), (long long)before);
     }
 
@@ -1024,8 +1025,8 @@ static void test_robust_tail_rule(void) {
      * distribution; the fit's quantiles go lower and cut some healthy
      * answers on purpose (at most 2% of those above its timeout, by the
      * fit), which the time saved on the held ones pays for. Without the
-     * fit: 0, 13 and 67 healthy cuts; with it 4, 24 and 84, in 0.995,
-     * 0.992 and 1.009 of the time, on these seeds. */
+     * fit: 0, 13 and 67 healthy cuts; with it 13, 31 and 84, in 0.995,
+     * 0.976 and 1.010 of the time, on these seeds. */
     double heavy[] = {0.3, 0.5, 0.8};
     for (int k = 0; k < 3; k++) {
         htail ht = {{"lognormal 100 ms", 100, 1e9, heavy[k], 0, 0}, 0.05, 10000};
@@ -1161,12 +1162,15 @@ static double gen_server(s3x_rng *r, double now, void *arg) {
 }
 
 static void test_tail_near(void) {
-    /* Of the tail rule's candidates the highest saving 0.8 of the best's,
-     * against the best itself (S3X_FBT_TAIL_NEAR=1), over this server's
-     * answers with 1-20% of the attempts held 1.5 s, eight seeds of 1000
-     * answers each: fewer healthy answers cut for about the same time.
-     * Measured: 46, 68 and 79 healthy cuts against 57, 93 and 107 with 5,
-     * 10 and 20% held, in 1.001, 1.007 and 1.012 of the time. */
+    /* Of the tail rule's candidates the highest saving 0.8 of the best's
+     * (S3X_FBT_TAIL_NEAR=0.8), against the best itself (the default), over
+     * this server's answers with 1-20% of the attempts held 1.5 s, eight
+     * seeds of 1000 answers each: fewer healthy answers cut for about the
+     * same time. Measured: 46, 68 and 79 healthy cuts against 57, 93 and
+     * 107 with 5, 10 and 20% held, in 1.001, 1.007 and 1.012 of the time.
+     * (On the real server it re-sent more, not fewer: docs/reliability.md,
+     * point 11. The simulation has independent answers; the server's
+     * slow answers are not.) */
     double frac[] = {0.01, 0.05, 0.1, 0.2};
     int near_sum = 0, best_sum = 0;
     for (int b = 0; b < 4; b++) {
@@ -1178,7 +1182,7 @@ static void test_tail_near(void) {
                 s3x_fbt f;
                 tail_run tr;
                 robust_init(&f, 4);
-                if (v == 1) f.tail_near = 1.0;
+                if (v == 0) f.tail_near = 0.8;
                 s3x_fbt_start(&f, 5 << 20);
                 tail_sim(&f, 5150 + (uint64_t)(sd * 13 + b), gen_server, &h, 1400, 60, 1000, &tr);
                 ms[v] += tr.ms;
@@ -1186,7 +1190,7 @@ static void test_tail_near(void) {
                 cuts[v] += tr.cuts;
                 if (v == 0) ans += tr.answered;
             }
-        printf("# near, this server's answers, %2.0f%% held 1.5 s: %.3f of the time of the best candidate, %d healthy "
+        printf("# near 0.8, this server's answers, %2.0f%% held 1.5 s: %.3f of the time of the best candidate, %d healthy "
                "cuts (%d), %d cuts in all (%d) in %d answers\n",
                frac[b] * 100, ms[0] / ms[1], healthy[0], healthy[1], cuts[0], cuts[1], ans);
         CHECK(ms[0] <= 1.02 * ms[1] && healthy[0] <= healthy[1] + 5,
@@ -1196,13 +1200,15 @@ static void test_tail_near(void) {
     }
     CHECK(near_sum * 100 <= best_sum * 85, "near: %d healthy cuts with 5-20%% held, against %d", near_sum, best_sum);
 
-    setenv("S3X_FBT_TAIL_NEAR", "1", 1);
     s3x_fbt f;
     s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
-    CHECK(f.tail_near == 1.0, "S3X_FBT_TAIL_NEAR=1");
+    CHECK(f.tail_near == 1.0, "the best candidate without S3X_FBT_TAIL_NEAR");
+    setenv("S3X_FBT_TAIL_NEAR", "0.8", 1);
+    s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
+    CHECK(f.tail_near == 0.8, "S3X_FBT_TAIL_NEAR=0.8");
     setenv("S3X_FBT_TAIL_NEAR", "2", 1);
     s3x_fbt_init(&f, S3X_SLOW_PART_DYNAMIC, 4);
-    CHECK(f.tail_near == S3X_FBT_TAIL_NEAR, "S3X_FBT_TAIL_NEAR=2 is out of range: %g", f.tail_near);
+    CHECK(f.tail_near == 1.0, "S3X_FBT_TAIL_NEAR=2 is out of range: %g", f.tail_near);
     unsetenv("S3X_FBT_TAIL_NEAR");
 }
 

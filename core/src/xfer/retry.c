@@ -327,10 +327,9 @@ static double tail_timeout(s3x_fbt *f, double t, double m, double was, int *from
     double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;
     /* Lower to c when the time saved on the attempts cut outweighs the
      * healthy ones cut: h x (t - c) > (1 - h) x attempt x above(c). Of the
-     * candidates that do, the highest saving tail_near of the best: the
-     * saving is flat near its best, the healthy cuts are not (and a fit
-     * read too low in the tail makes the lower candidates' cost look
-     * smaller than it is). */
+     * candidates that do, the highest saving tail_near of the best (1: the
+     * best; below it, for benchmarks, fewer healthy cuts where the saving
+     * is flat near its best). */
     enum { NQ = sizeof tail_fit_q / sizeof tail_fit_q[0] };
     double cand[1 + NQ], gains[1 + NQ];
     int fitc[1 + NQ], nc = 0;

@@ -63,10 +63,12 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_TAIL_MIN_SAMPLES 24 /* ... and answers learned from in all (a transfer's first ones are too few) */
 #define S3X_FBT_TAIL_FIT_ANSWERS 32 /* the fit of the healthy answers (retry.c, tail_fit) needs this many */
 /* Of the tail rule's candidates, the highest whose expected saving is at
- * least this share of the best one's: near the best the saving changes
- * little while the healthy answers cut (each a re-send) double from one
- * candidate to the next lower. */
-#define S3X_FBT_TAIL_NEAR 0.8
+ * least this share of the best one's. 1: the best itself. Below 1 (from
+ * the environment, benchmarks only) it prefers fewer healthy cuts when the
+ * saving is flat near its best: 0.8 cut a quarter fewer healthy answers in
+ * the C tests, but re-sent more, not fewer, on this project's SeaweedFS
+ * (docs/reliability.md, point 11). */
+#define S3X_FBT_TAIL_NEAR 1.0
 
 /* How the scheduler applies a ROBUST timeout to the attempts in flight
  * (scheduler.c, check_first_byte): an attempt keeps the learned timeout that
@@ -181,8 +183,8 @@ typedef struct s3x_fbt {
  * the last N answers, S3X_FBT_TAIL_MARGIN=X (1..4) go down to X times it,
  * S3X_FBT_TAIL_FIT=off leave out the quantiles of its fit,
  * S3X_FBT_TAIL_NEAR=X (0..1) take the highest candidate saving X of the best
- * (1: the best itself; all six exist for benchmarks/slow_part_grid.py's
- * side-by-side runs only). */
+ * (1, the default: the best itself; all six exist for
+ * benchmarks/slow_part_grid.py's side-by-side runs only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 /* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
