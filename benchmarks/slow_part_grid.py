@@ -92,9 +92,6 @@ ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY", "S3X_
              "S3X_FBT_TAIL_FIT", "S3X_FBT_TAIL_NEAR")  # benchmark-only (core/src/xfer/retry.h)
 
 
-DYNAMICS = ("dynamic", "dynamic (no carry)", "dynamic (p90)")  # the variants notebook 05 draws
-
-
 def dynamics(labels):
     """The DYNAMIC configurations among labels, the default one first."""
     return sorted((x for x in labels if x.startswith("dynamic")), key=lambda x: x != "dynamic")
