@@ -1144,7 +1144,7 @@ static void test_tail_fit(void) {
 
 /* This project's SeaweedFS answering 5 MiB upload parts, four in flight:
  * quantiles of 2,830 first bytes (ms) the slow-part grid's OFF runs saw
- * (docs/reliability.md, the thirteenth run). Heavier above the 98th
+ * (docs/reliability.md, point 11). Heavier above the 98th
  * percentile than a lognormal through its middle. */
 static const double server_q[][2] = {{0, 19},      {0.01, 28},   {0.05, 35},  {0.10, 40},   {0.25, 55},
                                      {0.50, 84},   {0.75, 108},  {0.90, 133}, {0.95, 149},  {0.98, 184},
