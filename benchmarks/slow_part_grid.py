@@ -414,7 +414,7 @@ def extra_resend_table(recs, labels):
     the re-sends beyond the held attempts (re-sends minus held attempts per
     transfer, at least 0: parts re-sent that the proxy did not hold, mostly
     healthy answers cut) and all re-sends, summed over the transfers that
-    succeeded ("fail": none did). The
+    succeeded ("fail": none did); "transfers": per configuration. The
     per-cell medians of the re-send table hide these: a transfer re-sends
     one to a few parts, so one healthy cut more or less moves a median by
     a whole step. In the slow-down cell every first byte is held: only the
@@ -423,9 +423,10 @@ def extra_resend_table(recs, labels):
     out = []
     for d, f in dict.fromkeys((r["direction"], r["fraction"]) for r in recs):
         rs = [r for r in recs if (r["direction"], r["fraction"]) == (d, f)]
-        cols = []
+        cols, transfers = [], 0
         for lb in labels:
             mine = [r for r in rs if r["config"] == lb]
+            transfers = max(transfers, len(mine))
             if not mine:
                 cols.append("")
                 continue
@@ -437,7 +438,7 @@ def extra_resend_table(recs, labels):
             beyond = "-" if f == SLOWDOWN else str(sum(max(0, (r["resends"] or 0) - (r["held"] or 0)) for r in ok))
             failed = f" ({len(mine) - len(ok)} failed, left out)" if len(ok) < len(mine) else ""
             cols.append(f"{beyond} / {total}{failed}")
-        out.append([d, _fmt_frac(f), str(len([r for r in rs if r["config"] == labels[0]]))] + cols)
+        out.append([d, _fmt_frac(f), str(transfers)] + cols)
     return head, out
 
 
