@@ -38,6 +38,14 @@ Runners (downloads go to a tmpfs file unless said otherwise):
   s5cmd, rclone    `cp` / `copyto`, same part size and concurrency
   curl             one connection: `curl -o FILE` / `curl -T FILE` (a single
                    PUT; nginx only: it does not sign)
+  curl-parallel-null  downloads: one curl process with --concurrency
+                   connections (`-Z --parallel-max C`, libcurl's multi
+                   interface on one thread, as s3xfer), one ranged GET per
+                   part, every range into /dev/null: s3xfer's loop without
+                   putting the ranges in order
+  curl-procs-null  downloads: --concurrency curl processes, each one GET of
+                   its 1/C of the object into /dev/null: the receiving spread
+                   over both cores, what HTTP from this nginx reaches here
   iperf3-P8, iperf3-P1
   iperf3-P1-file   downloads: `iperf3 -c -R -P 1 -n SIZE -F FILE`, the server
                    sends SIZE bytes on one connection and iperf3 writes them
@@ -64,7 +72,9 @@ import argparse
 import atexit
 import json
 import os
+import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,7 +85,7 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
-        "rclone", "curl", "iperf3-P8", "iperf3-P1", "iperf3-P1-file", "dd-tmpfs"]
+        "rclone", "curl", "curl-parallel-null", "curl-procs-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file", "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
@@ -104,6 +114,8 @@ TLS_HOW = {
     "s5cmd": "AWS_CA_BUNDLE=ca.pem (aws-sdk-go's custom CA bundle)",
     "rclone": "--ca-cert ca.pem",
     "curl": "--cacert ca.pem",
+    "curl-parallel-null": "--cacert ca.pem",
+    "curl-procs-null": "--cacert ca.pem",
 }
 
 
@@ -146,6 +158,28 @@ def null_stdout(cmd):
     """cmd with its stdout on /dev/null: sh execs into it, so the measured
     process (rusage, RSS) is the client itself."""
     return ["sh", "-c", 'exec "$@" >/dev/null', "sh", *cmd]
+
+
+def curl_ranges_cmd(ctx, wl, url, runner):
+    """The two reference downloads into /dev/null (see the runners above);
+    each transfer prints the bytes it got, summed and checked by the caller."""
+    base = ["-sS", "--fail", "-o", os.devnull, "-w", "%{size_download}\\n"]
+    if wl["tls"]:
+        base += ["--cacert", ctx.certs["ca"]]
+    size, c = wl["size"], wl["concurrency"]
+    if runner == "curl-parallel-null":
+        ps = wl["part_size"]
+        cmd = ["curl", "-Z", "--parallel-max", str(c)]
+        for i, off in enumerate(range(0, size, ps)):
+            cmd += (["--next"] if i else []) + base + ["-r", f"{off}-{min(off + ps, size) - 1}", url]
+        return cmd
+    seg = -(-size // c)
+    procs = [" ".join(shlex.quote(a) for a in ["curl", *base, "-r", f"{off}-{min(off + seg, size) - 1}", url])
+             for off in range(0, size, seg)]
+    # Every process waited for by its pid, so a failed one fails the run.
+    script = "f=0; " + " ".join(f"{p} & p{i}=$!;" for i, p in enumerate(procs)) + " " + \
+        " ".join(f"wait $p{i} || f=1;" for i in range(len(procs))) + " exit $f"
+    return ["sh", "-c", script]
 
 
 def s3xfer_knobs(wl):
@@ -299,6 +333,12 @@ def one_run(ctx, wl, runner, check_stdout=False):
     elif runner == "rclone":
         cmd, renv = rclone_cmd(ctx, wl, op, dest if op == "download" else src, key)
         m = measure(ctx, cmd, env=renv)
+    elif runner in ("curl-parallel-null", "curl-procs-null"):
+        m = measure(ctx, curl_ranges_cmd(ctx, wl, f"{ep}/{BUCKET}/{key}", runner), env=env)
+        if m["rc"] == 0:
+            moved = sum(int(float(v)) for v in m["stdout"].split())
+            if moved != wl["size"]:
+                err = f"the ranges' downloads report {moved} bytes, not {wl['size']}"
     elif runner == "curl":
         cmd = ["curl", "-sS", "--fail", "-w", "%{size_download} %{size_upload} %{num_connects}\\n"]
         if wl["tls"]:
@@ -330,6 +370,8 @@ def one_run(ctx, wl, runner, check_stdout=False):
         if op == "download":
             if runner == "s3xfer-cli-null":
                 got = m.get("out_sha256") if check_stdout else None
+            elif runner.endswith("-null"):
+                got = None  # curl's ranges into /dev/null: their byte counts are checked above
             elif runner.startswith("obstore"):
                 got = (m.get("result") or {}).get("sha256")
             else:
@@ -426,7 +468,7 @@ def runner_status(ctx, names, pip):
             why = pip[PIP[n]]
         elif n.startswith("iperf3") and ctx.apt.get("iperf3"):
             why = ctx.apt["iperf3"]
-        elif n == "curl" and not shutil.which("curl"):
+        elif n.startswith("curl") and not shutil.which("curl"):
             why = "curl not installed"
         elif n == "s3xfer-py" and not os.path.isdir(os.path.join(ctx.build, "python", "s3xfer")):
             why = f"no Python package in {ctx.build}/python"
@@ -447,6 +489,15 @@ def summarize(runs):
     if all("server_cpu" in x for x in ok):
         s["server_cpu_per_gib"] = B.summarize([x["server_cpu"] / (x["bytes"] / B.GiB) for x in ok])
     return s
+
+
+def same_round_ratio(runs, lim_runs):
+    """The median over the rounds of a run's MiB/s over the iperf3 run of
+    the same round (the reference moves from round to round)."""
+    lim = {x.get("round"): x["mib_s"] for x in lim_runs if x["ok"] and x.get("round") is not None}
+    v = [(x.get("mib_s") or x["bytes"] / B.MiB / x["wall"]) / lim[x["round"]] for x in runs
+         if x["ok"] and x.get("round") in lim and lim[x["round"]]]
+    return statistics.median(v) if v else None
 
 
 def workload_title(wl):
@@ -470,7 +521,8 @@ def markdown(res):
            f"started {res['started']}, load average {res['loadavg_start'][0]:.2f} at start, "
            f"{res.get('loadavg_end', [0])[0]:.2f} at the end. Data on {res['data_dir']}.", "",
            "Medians, with (min–max) over the runs. CPU is user+sys of the client process per GiB moved, "
-           "RSS its peak. `x iperf3` is the row's median MiB/s over `iperf3 -P 8`'s of the same workload "
+           "RSS its peak. `x iperf3` is the row's median MiB/s over `iperf3 -P 8`'s of the same workload, "
+           "`x iperf3 same round` the median over the rounds of each run's over the iperf3 run of its round "
            "(iperf3 rows: the client side's CPU only; their MiB/s over the seconds iperf3 measured). "
            "Server CPU is what the server's processes (nginx's master and workers, rclone, iperf3 -s) used "
            "during the run, per GiB (/proc, 10 ms ticks). The two cores are shared by client and server: "
@@ -484,21 +536,26 @@ def markdown(res):
         for rn, rr in w["runners"].items():
             if rr["status"] != "ok" or not rr.get("summary"):
                 st = rr["status"].split(":")[0] + " (see below)" if rr["status"] != "ok" else "failed (see below)"
-                rows.append([rn, st, "", "", "", "", "", ""])
+                rows.append([rn, st, "", "", "", "", "", "", ""])
                 continue
             s = rr["summary"]
             bad = sum(1 for x in rr["runs"] if not x["ok"])
             ratio = f"{s['mib_s']['median'] / lim['mib_s']['median']:.2f}" if lim else ""
+            same = same_round_ratio(rr["runs"], (w["runners"].get(LIMIT) or {}).get("runs", []))
             rows.append([rn + (f" ({bad} failed)" if bad else ""), fmt(s["mib_s"]), ratio,
+                         f"{same:.2f}" if same is not None else "",
                          fmt(s["cpu_per_gib"], "{:.2f}"),
                          f"{s['user_per_gib']['median']:.2f} / {s['sys_per_gib']['median']:.2f}",
                          fmt(s["server_cpu_per_gib"], "{:.2f}", span=False) if "server_cpu_per_gib" in s else "",
                          fmt(s["rss_mib"], "{:.0f}", span=False), fmt(s["wall"], "{:.2f}", span=False)])
-        out += [B.table(["runner", "MiB/s", "x iperf3", "CPU s/GiB", "user / sys s/GiB", "server CPU s/GiB",
+        out += [B.table(["runner", "MiB/s", "x iperf3", "x iperf3 same round", "CPU s/GiB", "user / sys s/GiB", "server CPU s/GiB",
                          "peak RSS MiB", "secs"],
                         rows), ""]
         notes = [f"- {rn}: {rr['status']}" + (f" ({rr['error']})" if rr.get("error") else "")
                  for rn, rr in w["runners"].items() if rr["status"] != "ok"]
+        lim_runs = [x for x in (w["runners"].get(LIMIT) or {}).get("runs", []) if x["ok"]]
+        if lim_runs:
+            notes.append(f"- {LIMIT} by round (MiB/s): " + ", ".join(f"{x['mib_s']:.0f}" for x in lim_runs))
         notes += [f"- {rn} run failed: {x['error']}" for rn, rr in w["runners"].items() for x in rr["runs"]
                   if not x["ok"]]
         tls = {rn: sorted({c for x in rr["runs"] for c in x.get("tls", [])}) for rn, rr in w["runners"].items()}
@@ -649,14 +706,15 @@ def main():
             allowed = DOWN if wl["direction"] == "down" else UP
             active = [n for n in names if n in allowed and not status[n]]
             if wl["server"] == "rclone":
-                active = [n for n in active if n != "curl"]
+                active = [n for n in active if not n.startswith("curl")]
             B.log(f"bench: {name}: {', '.join(active)}")
             w = {"spec": wl, "loadavg_start": os.getloadavg(), "runners": {}}
             for n in names:
                 if n in allowed:
                     w["runners"][n] = {"status": f"skipped: {status[n]}" if status[n] else
                                        ("skipped: curl does not sign (nginx rows only)"
-                                        if n == "curl" and wl["server"] == "rclone" else "ok"), "runs": []}
+                                        if n.startswith("curl") and wl["server"] == "rclone" else "ok"),
+                                       "runs": []}
             if "s3xfer-cli-null" in active:
                 # Its measured runs go to /dev/null; the bytes are checked here once, untimed.
                 x = one_run(ctx, wl, "s3xfer-cli-null", check_stdout=True)
@@ -681,6 +739,7 @@ def main():
                           f"{x['wall']:6.2f} s {mibs:7.0f} MiB/s cpu {x['cpu']:5.2f} s rss {x['rss_mib']:5.0f} MiB"
                           + ("" if x["ok"] else f"  FAIL {x['error']}"))
                     if measured:
+                        x["round"] = rnd - a.warmup
                         w["runners"][rn]["runs"].append(x)
             w["loadavg_end"] = os.getloadavg()
             for rn, rr in w["runners"].items():
