@@ -43,3 +43,30 @@ def test_failed_transfers_are_left_out_and_counted():
     # "transfers" counts per configuration, whichever came first
     _, rows = slow_part_grid.extra_resend_table(recs, ["off", "200 ms"])
     assert rows[0][2:] == ["2", "", "2 / 5 (1 failed, left out)"]
+
+
+def _timed(config, seconds, resends, run, fraction="0.01"):
+    r = rec(config, fraction, "1-2", resends, 0)
+    r.update(seconds=seconds, run=run)
+    return r
+
+
+def test_an_off_miss_without_a_resend_is_marked_as_off_own_requests():
+    labels = ["off", "200 ms", "dynamic"]
+    # cell 1%: dynamic re-sent nothing and was slower than OFF in every round (noise: the same requests)
+    # cell 5%: dynamic re-sent once per round and was slower (a real cost of its cuts)
+    recs = []
+    for run in range(3):
+        recs += [_timed("off", 1.0, 0, run), _timed("200 ms", 1.0, 0, run), _timed("dynamic", 1.1, 0, run),
+                 _timed("off", 1.0, 0, run, "0.05"), _timed("200 ms", 1.0, 1, run, "0.05"),
+                 _timed("dynamic", 1.1, 1, run, "0.05")]
+    cells = slow_part_grid.summarize(recs, labels)
+    by = {c["fraction"]: c for c in cells}
+    assert by["0.01"]["goals"]["dynamic"]["no_resend"] is True
+    assert by["0.05"]["goals"]["dynamic"]["no_resend"] is False
+    head, rows = slow_part_grid.grid_table(cells)
+    goals = {r[1]: r[-1] for r in rows}
+    assert goals["1%"] == "missed off (no re-send: OFF's requests)"
+    assert goals["5%"] == "missed off"
+    line = slow_part_grid.goal_line(cells)
+    assert "not slower than off 0 (of the misses, 1 without a re-send: OFF's own requests)" in line
