@@ -85,7 +85,8 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
-        "rclone", "curl", "curl-parallel-null", "curl-procs-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file", "dd-tmpfs"]
+        "rclone", "curl", "curl-parallel-null", "curl-procs-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
+        "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
@@ -548,8 +549,8 @@ def markdown(res):
                          f"{s['user_per_gib']['median']:.2f} / {s['sys_per_gib']['median']:.2f}",
                          fmt(s["server_cpu_per_gib"], "{:.2f}", span=False) if "server_cpu_per_gib" in s else "",
                          fmt(s["rss_mib"], "{:.0f}", span=False), fmt(s["wall"], "{:.2f}", span=False)])
-        out += [B.table(["runner", "MiB/s", "x iperf3", "x iperf3 same round", "CPU s/GiB", "user / sys s/GiB", "server CPU s/GiB",
-                         "peak RSS MiB", "secs"],
+        out += [B.table(["runner", "MiB/s", "x iperf3", "x iperf3 same round", "CPU s/GiB", "user / sys s/GiB",
+                         "server CPU s/GiB", "peak RSS MiB", "secs"],
                         rows), ""]
         notes = [f"- {rn}: {rr['status']}" + (f" ({rr['error']})" if rr.get("error") else "")
                  for rn, rr in w["runners"].items() if rr["status"] != "ok"]
