@@ -41,7 +41,9 @@ rounds; the goals compare DYNAMIC with OFF and with the best fixed timeout
 of their times in the same round, which met the same held attempts. A miss
 against OFF in a cell where DYNAMIC re-sent nothing is marked "no re-send:
 OFF's requests": the two sent the same requests, so the ratio is that of one
-transfer timed twice (the goal still counts it as missed).
+transfer timed twice (the goal still counts it as missed); where it re-sent in
+some rounds only, the mark gives how many rounds sent OFF's requests and the
+median ratio to OFF over the other rounds.
 
 A 1% tail shows once per hundred part attempts: give the download (cheap) a
 larger object than the upload with --size-down; the re-sends table reports
@@ -329,12 +331,16 @@ def summarize(recs, cfg_labels):
             vs_off = _paired(recs, key, dyn, "off") if off else None
             br, dr = b["retries"] or 0, d["retries"] or 0
             retries_ok = dr <= 1.2 * br if br else dr <= 1
-            # Never re-sent anything in this cell: it sent OFF's requests, so
-            # its time against OFF's is that of the same transfer twice.
-            no_resend = all(r["resends"] == 0 for r in recs if (r["direction"], r["fraction"], r["delay"]) == key
-                            and r["config"] == dyn and r["ok"])
+            # A round where it re-sent nothing sent OFF's requests: its time
+            # against OFF's there is that of the same transfer twice. How
+            # many rounds were so, and the same-round ratio over the others.
+            mine = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key and r["config"] == dyn
+                    and r["ok"]]
+            same = {r["run"] for r in mine if r["resends"] == 0}
             goals[dyn] = dict(_judged(vs_best, vs_off, retries_ok), retries_ratio=(dr / br) if br else None,
-                              no_resend=no_resend,
+                              no_resend=len(same) == len(mine), rounds_as_off=len(same), rounds=len(mine),
+                              vs_off_resent=(_paired([r for r in recs if r["run"] not in same], key, dyn, "off")
+                                             if off and len(same) < len(mine) else None),
                               of_medians=_judged(d["seconds"] / b["seconds"],
                                                  d["seconds"] / off["seconds"] if off else None, retries_ok))
         every = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key]
@@ -386,6 +392,20 @@ def _fmt_frac(f):
     return "slow-down" if f == SLOWDOWN else f"{float(f):.0%}"
 
 
+def off_note(g, met):
+    """For a miss against OFF: the rounds in which DYNAMIC sent OFF's own
+    requests (re-sent nothing), and its time over OFF's in the others."""
+    if "off" not in met:
+        return ""
+    if g.get("no_resend"):
+        return " (no re-send: OFF's requests)"
+    v = g.get("vs_off_resent")
+    if g.get("rounds_as_off") and v is not None and math.isfinite(v):
+        return (f" (OFF's requests in {g['rounds_as_off']} of {g['rounds']} rounds; in the others a median "
+                f"{v:.2f} of OFF)")
+    return ""
+
+
 def grid_table(cells, dyn="dynamic"):
     """One line per cell: the times of each configuration and the goals for dyn."""
     labels = list(cells[0]["rows"]) if cells else []
@@ -404,7 +424,7 @@ def grid_table(cells, dyn="dynamic"):
                     f"{g['vs_off']:.2f}" if g.get("vs_off") else "",
                     f"{d.get('retries')}:{b.get('retries')}",
                     "met" if g and not met else "missed " + ",".join(met)
-                    + (" (no re-send: OFF's requests)" if "off" in met and g.get("no_resend") else "")])
+                    + off_note(g, met)])
     return head, out
 
 

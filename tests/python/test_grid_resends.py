@@ -68,5 +68,18 @@ def test_an_off_miss_without_a_resend_is_marked_as_off_own_requests():
     goals = {r[1]: r[-1] for r in rows}
     assert goals["1%"] == "missed off (no re-send: OFF's requests)"
     assert goals["5%"] == "missed off"
+    # cell 10%: OFF's requests in 2 of 3 rounds (slower there), a cut held attempt in the third (far faster)
+    recs2 = recs + [_timed("off", 1.0, 0, 0, "0.1"), _timed("200 ms", 1.0, 0, 0, "0.1"),
+                    _timed("dynamic", 1.05, 0, 0, "0.1"),
+                    _timed("off", 1.0, 0, 1, "0.1"), _timed("200 ms", 1.0, 0, 1, "0.1"),
+                    _timed("dynamic", 1.1, 0, 1, "0.1"),
+                    _timed("off", 10.0, 0, 2, "0.1"), _timed("200 ms", 1.0, 1, 2, "0.1"),
+                    _timed("dynamic", 0.9, 1, 2, "0.1")]
+    c10 = {c["fraction"]: c for c in slow_part_grid.summarize(recs2, labels)}["0.1"]
+    g = c10["goals"]["dynamic"]
+    assert not g["not_worse_than_off"] and (g["rounds_as_off"], g["rounds"]) == (2, 3)
+    assert g["within_15"] and abs(g["vs_off_resent"] - 0.09) < 1e-9
+    rows10 = [r for r in slow_part_grid.grid_table([c10])[1]]
+    assert rows10[0][-1] == "missed off (OFF's requests in 2 of 3 rounds; in the others a median 0.09 of OFF)"
     line = slow_part_grid.goal_line(cells)
     assert "not slower than off 0 (of the misses, 1 without a re-send: OFF's own requests)" in line
