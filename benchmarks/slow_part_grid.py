@@ -307,10 +307,13 @@ def summarize(recs, cfg_labels):
     and the goals for each DYNAMIC (within 15% of the best fixed timeout,
     not slower than OFF, at most 1.2x that fixed timeout's retries)."""
     cells = []
-    for key in dict.fromkeys((r["direction"], r["fraction"], r["delay"]) for r in recs):
+    by_cell = {}
+    for r in recs:
+        by_cell.setdefault((r["direction"], r["fraction"], r["delay"]), []).append(r)
+    for key, cell in by_cell.items():
         rows = {}
         for label in cfg_labels:
-            rs = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key and r["config"] == label]
+            rs = [r for r in cell if r["config"] == label]
             if not rs:
                 continue
             rows[label] = {"seconds": _median([r["seconds"] for r in rs]),
@@ -327,26 +330,26 @@ def summarize(recs, cfg_labels):
         for dyn in dynamics(rows) if best else ():
             d, b, off = rows[dyn], rows[best], rows.get("off")
             # Round by round: the same seed, so the same held attempts.
-            vs_best = _paired(recs, key, dyn, best)
-            vs_off = _paired(recs, key, dyn, "off") if off else None
+            vs_best = _paired(cell, key, dyn, best)
+            vs_off = _paired(cell, key, dyn, "off") if off else None
             br, dr = b["retries"] or 0, d["retries"] or 0
             retries_ok = dr <= 1.2 * br if br else dr <= 1
             # A round where it re-sent nothing sent OFF's requests: its time
             # against OFF's there is that of the same transfer twice. How
             # many rounds were so, and the same-round ratio over the others.
-            mine = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key and r["config"] == dyn
-                    and r["ok"]]
+            # (A DYNAMIC whose every transfer failed is not said to have sent OFF's requests.)
+            mine = [r for r in cell if r["config"] == dyn and r["ok"]]
             same = {r["run"] for r in mine if r["resends"] == 0}
             goals[dyn] = dict(_judged(vs_best, vs_off, retries_ok), retries_ratio=(dr / br) if br else None,
-                              no_resend=len(same) == len(mine), rounds_as_off=len(same), rounds=len(mine),
-                              vs_off_resent=(_paired([r for r in recs if r["run"] not in same], key, dyn, "off")
+                              no_resend=bool(mine) and len(same) == len(mine), rounds_as_off=len(same),
+                              rounds=len(mine),
+                              vs_off_resent=(_paired([r for r in cell if r["run"] not in same], key, dyn, "off")
                                              if off and len(same) < len(mine) else None),
                               of_medians=_judged(d["seconds"] / b["seconds"],
                                                  d["seconds"] / off["seconds"] if off else None, retries_ok))
-        every = [r for r in recs if (r["direction"], r["fraction"], r["delay"]) == key]
         cells.append({"direction": key[0], "fraction": key[1], "delay": key[2], "rows": rows, "best_fixed": best,
-                      "goals": goals, "held_total": sum(r["held"] for r in every), "transfers": len(every),
-                      "parts": every[0].get("parts") if every else None})
+                      "goals": goals, "held_total": sum(r["held"] for r in cell), "transfers": len(cell),
+                      "parts": cell[0].get("parts")})
     return cells
 
 
@@ -355,7 +358,8 @@ def goal_counts(cells, dyn="dynamic", of_medians=False):
     geometric means of its wall time over the best fixed timeout's and OFF's.
     of_medians: the ratios of the configurations' medians instead of the
     same-round ratios (how the grid was judged before 2026-12-03's third run)."""
-    gs = [c["goals"][dyn]["of_medians"] if of_medians else c["goals"][dyn] for c in cells if dyn in c["goals"]]
+    top = [c["goals"][dyn] for c in cells if dyn in c["goals"]]
+    gs = [t["of_medians"] if of_medians else t for t in top]
     if not gs:
         return None
 
@@ -368,9 +372,8 @@ def goal_counts(cells, dyn="dynamic", of_medians=False):
             "not_worse_than_off": sum(g["not_worse_than_off"] for g in gs),
             "retries_ok": sum(g["retries_ok"] for g in gs),
             # of the cells missed against OFF, those where dyn re-sent nothing
-            "off_missed_no_resend": sum(1 for c in cells if dyn in c["goals"] and c["goals"][dyn].get("no_resend")
-                                        and not (c["goals"][dyn]["of_medians"] if of_medians
-                                                 else c["goals"][dyn])["not_worse_than_off"]),
+            "off_missed_no_resend": sum(bool(t.get("no_resend")) and not g["not_worse_than_off"]
+                                        for t, g in zip(top, gs)),
             "gmean_vs_best": gmean([g["vs_best"] for g in gs]), "gmean_vs_off": gmean([g["vs_off"] for g in gs])}
 
 

@@ -83,3 +83,14 @@ def test_an_off_miss_without_a_resend_is_marked_as_off_own_requests():
     assert rows10[0][-1] == "missed off (OFF's requests in 2 of 3 rounds; in the others a median 0.09 of OFF)"
     line = slow_part_grid.goal_line(cells)
     assert "not slower than off 0 (of the misses, 1 without a re-send: OFF's own requests)" in line
+
+
+def test_a_dynamic_whose_every_transfer_failed_is_not_said_to_send_off_requests():
+    recs = []
+    for run in range(2):
+        recs += [_timed("off", 1.0, 0, run), _timed("200 ms", 1.0, 0, run), _timed("dynamic", 9.0, 0, run)]
+        recs[-1]["ok"] = False
+    c = slow_part_grid.summarize(recs, ["off", "200 ms", "dynamic"])[0]
+    g = c["goals"]["dynamic"]
+    assert not g["not_worse_than_off"] and g["no_resend"] is False and g["rounds"] == 0
+    assert slow_part_grid.grid_table([c])[1][0][-1].endswith("off")
