@@ -168,6 +168,25 @@ static void test_crc32(void) {
         if (s3x_crc32(s3x_crc32(0, buf + off, cut), buf + off + cut, len - cut) != want) bad++;
     }
     CHECK_EQ(bad, 0, "CRC32 mismatches (one-shot and split) vs bitwise reference");
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* The folding path on its own, from 64 bytes (its least) up, at every
+     * alignment, from random registers, against zlib's tables and the
+     * bitwise reference. */
+    if (__builtin_cpu_supports("pclmul")) {
+        static unsigned char big[70000];
+        for (size_t i = 0; i < sizeof big; i++) big[i] = (unsigned char)rnd();
+        bad = 0;
+        for (int it = 0; it < 400; it++) {
+            size_t off = (size_t)it % 16, len = it < 100 ? 64 + (size_t)it : 64 + rnd() % (sizeof big - 64 - 16);
+            uint32_t c0 = (uint32_t)rnd() * 2654435761u;
+            uint32_t want = crc32_zlib(c0, big + off, len);
+            if (crc32_clmul(c0, big + off, len) != want) bad++;
+            if (it < 40 && ref_crc32(c0, big + off, len) != want) bad++;
+        }
+        CHECK_EQ(bad, 0, "CRC32 by folding vs zlib and the reference, 64-70000 bytes");
+        printf("# pclmul available: the folding path checked\n");
+    }
+#endif
 }
 
 /* ---- base64 ----------------------------------------------------------------- */
@@ -274,11 +293,73 @@ static void test_hashers(void) {
           "no CompleteMultipartUpload element for MD5/NONE");
 }
 
+/* Ranges hashed apart and combined give the CRC of the whole, for both
+ * polynomials: random cuts of random bytes (an empty range included), many
+ * ranges in a row as a download combines them, and a long range of zeros
+ * (the shift by lengths past 2^32 bits). */
+static void test_crc_combine(void) {
+    enum { N = 200000 };
+    unsigned char *buf = malloc(N);
+    CHECK(buf != NULL, "buffer");
+    if (!buf) return;
+    srand(7);
+    for (size_t i = 0; i < N; i++) buf[i] = (unsigned char)rand();
+    static const int kinds[] = {S3X_CHECKSUM_CRC32C, S3X_CHECKSUM_CRC32};
+    for (int k = 0; k < 2; k++) {
+        int kind = kinds[k];
+        uint32_t (*f)(uint32_t, const void *, size_t) = kind == S3X_CHECKSUM_CRC32C ? s3x_crc32c : s3x_crc32;
+        uint32_t whole = f(0, buf, N);
+        int ok = 1;
+        for (int t = 0; t < 200; t++) {
+            size_t cut = t == 0 ? 0 : t == 1 ? N : (size_t)rand() % (N + 1);
+            uint32_t a = f(0, buf, cut), b = f(0, buf + cut, N - cut);
+            if (s3x_crc_combine(kind, a, b, (int64_t)(N - cut)) != whole) ok = 0;
+        }
+        CHECK(ok, "kind %d: CRC(A) and CRC(B) combine into CRC(AB) at 200 cuts", kind);
+        /* Many ranges, combined in order from the first. */
+        uint32_t acc = 0;
+        int64_t accn = 0;
+        size_t off = 0;
+        while (off < N) {
+            size_t len = 1 + (size_t)rand() % 9000;
+            if (len > N - off) len = N - off;
+            uint32_t c = f(0, buf + off, len);
+            acc = accn ? s3x_crc_combine(kind, acc, c, (int64_t)len) : c;
+            accn += (int64_t)len;
+            off += len;
+        }
+        CHECK_EQ(acc, whole, "ranges of 1-9000 bytes combined in order");
+        /* Long ranges of zeros, made by doubling 4 KiB: checked against
+         * hashing 64 MiB directly, then carried on to 1 GiB (lengths past
+         * 2^32 bits go through the same shift). */
+        unsigned char zero[4096] = {0};
+        uint32_t z = f(0, zero, sizeof zero);
+        int64_t zn = sizeof zero;
+        for (; zn < ((int64_t)64 << 20); zn *= 2) z = s3x_crc_combine(kind, z, z, zn);
+        uint32_t head = f(0, buf, 10);
+        unsigned char *big = calloc((size_t)64 << 20, 1);
+        CHECK(big != NULL, "64 MiB of zeros");
+        if (big) {
+            CHECK_EQ(z, f(0, big, (size_t)64 << 20), "64 MiB of zeros by doubling 4 KiB");
+            CHECK_EQ(s3x_crc_combine(kind, head, z, zn), f(head, big, (size_t)64 << 20),
+                     "10 bytes then 64 MiB of zeros");
+            free(big);
+        }
+        for (; zn < ((int64_t)1 << 30); zn *= 2) z = s3x_crc_combine(kind, z, z, zn);
+        CHECK(s3x_crc_combine(kind, head, z, (int64_t)1 << 30) != head, "1 GiB of zeros moves the CRC");
+    }
+    char out[48];
+    s3x_crc_b64(0xE3069283u, out); /* CRC32C of "123456789" */
+    CHECK_STREQ(out, "4waSgw==", "a CRC in base64, high byte first");
+    free(buf);
+}
+
 int main(void) {
     test_crc32c_vectors();
     test_crc32c_random();
     test_crc32();
     test_base64();
     test_hashers();
+    test_crc_combine();
     return tap_summary("test_checksum");
 }

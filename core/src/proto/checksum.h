@@ -7,6 +7,11 @@
 
 uint32_t s3x_crc32c(uint32_t crc, const void *data, size_t len);
 uint32_t s3x_crc32(uint32_t crc, const void *data, size_t len);
+/* The CRC (CRC32C or CRC32, as kind) of A followed by B, from A's CRC, B's
+ * CRC and B's length: ranges hashed apart make the whole object's CRC. */
+uint32_t s3x_crc_combine(int kind, uint32_t crc1, uint32_t crc2, int64_t len2);
+/* A CRC as S3 headers carry it: base64 of its 4 bytes, high byte first. */
+void s3x_crc_b64(uint32_t crc, char out[48]);
 
 /* Incremental checksum of one kind. */
 typedef struct s3x_hasher {
