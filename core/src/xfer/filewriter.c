@@ -10,6 +10,7 @@ typedef struct job {
     char *buf;
     size_t len;
     int64_t off;
+    int64_t tag;
 } job;
 
 /* Free buffers kept for reuse by every writer of a pool: enough for each
@@ -54,6 +55,8 @@ struct s3x_writer {
     int64_t wb_window;       /* 0 = off */
     int64_t wb_pending;      /* bytes written since the last request */
     int64_t wb_lo, wb_hi;    /* the span they cover */
+    s3x_writer_hook hook;    /* sees each buffer before it is written */
+    void *hook_arg;
     s3x_writer_stats stats;
 };
 
@@ -144,6 +147,7 @@ static void run_writer(s3x_wpool *p, s3x_writer *w) {
         w->count--;
         int failed = w->err;
         pthread_mutex_unlock(&p->mu);
+        if (!failed && w->hook) w->hook(w->hook_arg, j.tag, j.buf, j.len, j.off);
         int e = failed ? 0 : write_all(w->fd, j.buf, j.len, j.off);
         if (!failed && !e) note_written(w, j.off, j.len);
         pthread_mutex_lock(&p->mu);
@@ -296,7 +300,18 @@ void s3x_writer_release(s3x_writer *w, char *buf) {
     pthread_mutex_unlock(&w->pool->mu);
 }
 
+void s3x_writer_set_hook(s3x_writer *w, s3x_writer_hook hook, void *arg) {
+    pthread_mutex_lock(&w->pool->mu);
+    w->hook = hook;
+    w->hook_arg = arg;
+    pthread_mutex_unlock(&w->pool->mu);
+}
+
 int s3x_writer_submit(s3x_writer *w, char *buf, size_t len, int64_t off) {
+    return s3x_writer_submit_tagged(w, buf, len, off, 0);
+}
+
+int s3x_writer_submit_tagged(s3x_writer *w, char *buf, size_t len, int64_t off, int64_t tag) {
     s3x_wpool *p = w->pool;
     pthread_mutex_lock(&p->mu);
     while (w->count == w->cap && !w->err) pthread_cond_wait(&w->space, &p->mu);
@@ -304,7 +319,7 @@ int s3x_writer_submit(s3x_writer *w, char *buf, size_t len, int64_t off) {
     if (e) {
         keep_buffer(p, buf);
     } else {
-        w->q[(w->head + w->count) % w->cap] = (job){buf, len, off};
+        w->q[(w->head + w->count) % w->cap] = (job){buf, len, off, tag};
         w->count++;
         list_writer(p, w);
     }

@@ -69,6 +69,15 @@ void s3x_writer_release(s3x_writer *w, char *buf);
  * Returns 0, or the errno of an earlier failed write (then nothing is queued
  * and buf is released). */
 int s3x_writer_submit(s3x_writer *w, char *buf, size_t len, int64_t off);
+/* The same with a tag for the hook (s3x_writer_submit's is 0). */
+int s3x_writer_submit_tagged(s3x_writer *w, char *buf, size_t len, int64_t off, int64_t tag);
+/* A hook sees every submitted buffer on the writer's thread just before it
+ * is written, with its tag: in the order submitted, one call at a time, and
+ * none after a write failed. Set it before the first submit; whatever it
+ * keeps is the caller's to read once s3x_writer_finish has returned (or
+ * after s3x_writer_ended says 1). */
+typedef void (*s3x_writer_hook)(void *arg, int64_t tag, const char *buf, size_t len, int64_t off);
+void s3x_writer_set_hook(s3x_writer *w, s3x_writer_hook hook, void *arg);
 /* The errno of a failed write so far, or 0 (does not wait). */
 int s3x_writer_error(s3x_writer *w);
 /* Ends the writer on a pool thread, so the loop thread does not wait on the
