@@ -3,7 +3,8 @@
  * start writeback once per window's worth of bytes (Linux), without one it
  * never does; a failed write is reported and later submits are refused.
  * Writers sharing a pool: many files, fewer threads, every byte in place,
- * every end callback once, one writer's failure not another's. */
+ * every end callback once, one writer's failure not another's. The hook
+ * sees the buffers in the order submitted. */
 #include "filewriter.h"
 #include "tap.h"
 
@@ -106,6 +107,72 @@ static void test_failed_write(void) {
     unlink(path);
 }
 
+/* The hook sees every buffer in the order submitted, with its tag, length
+ * and offset, and its bytes before they are written; nothing once a write
+ * failed. */
+typedef struct seen {
+    int64_t tag[64], off[64];
+    size_t len[64];
+    int first_byte_ok;
+    int n;
+} seen;
+
+static void record(void *arg, int64_t tag, const char *buf, size_t len, int64_t off) {
+    seen *s = arg;
+    if (s->n < 64) {
+        s->tag[s->n] = tag;
+        s->off[s->n] = off;
+        s->len[s->n] = len;
+        s->n++;
+    }
+    if ((unsigned char)buf[0] != byte_at(off)) s->first_byte_ok = 0;
+}
+
+static void test_hook(void) {
+    char path[64];
+    int fd = temp_file(path, sizeof path);
+    CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+    if (fd < 0) return;
+    s3x_writer *w = NULL;
+    CHECK(s3x_writer_start(&w, NULL, fd, 2, 0) == 0, "writer starts");
+    seen s = {.first_byte_ok = 1};
+    s3x_writer_set_hook(w, record, &s);
+    /* 20 buffers, tags and offsets out of order, fewer queue places than buffers */
+    int ok = 1;
+    for (int i = 0; i < 20; i++) {
+        int64_t off = (int64_t)((i * 7) % 20) * 1000;
+        char *b = s3x_writer_buffer(w);
+        for (int j = 0; j < 1000; j++) b[j] = (char)byte_at(off + j);
+        if (s3x_writer_submit_tagged(w, b, 1000, off, 100 + i) != 0) ok = 0;
+    }
+    CHECK(ok, "20 tagged submits");
+    CHECK(s3x_writer_finish(w, NULL) == 0, "finish reports no error");
+    CHECK(s.n == 20, "the hook saw 20 buffers, got %d", s.n);
+    int order = s.n == 20;
+    for (int i = 0; order && i < 20; i++)
+        order = s.tag[i] == 100 + i && s.off[i] == (int64_t)((i * 7) % 20) * 1000 && s.len[i] == 1000;
+    CHECK(order, "in the order submitted, with their tags, offsets and lengths");
+    CHECK(s.first_byte_ok, "with their bytes");
+    close(fd);
+    unlink(path);
+    /* A read-only descriptor: the first write fails, and the hook sees no
+     * buffer after it. */
+    fd = temp_file(path, sizeof path);
+    close(fd);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(s3x_writer_start(&w, NULL, fd, 4, 0) == 0, "writer starts");
+    seen f = {.first_byte_ok = 1};
+    s3x_writer_set_hook(w, record, &f);
+    char *b = s3x_writer_buffer(w);
+    memset(b, 0, 100);
+    s3x_writer_submit_tagged(w, b, 100, 0, 1);
+    for (int i = 0; i < 1000 && !s3x_writer_error(w); i++) usleep(1000);
+    for (int i = 0; i < 3; i++) s3x_writer_submit_tagged(w, s3x_writer_buffer(w), 100, 100 * (i + 1), 2 + i);
+    CHECK(s3x_writer_finish(w, NULL) == EBADF, "the write failed");
+    CHECK(f.n == 1 && f.tag[0] == 1, "the hook saw the first buffer only (%d)", f.n);
+    close(fd);
+    unlink(path);
+}
 
 /* ---- writers sharing a pool ---- */
 
@@ -233,6 +300,7 @@ static void test_pool_finish_without_end(void) {
 int main(void) {
     test_writeback_window();
     test_failed_write();
+    test_hook();
     test_shared_pool();
     test_pool_finish_without_end();
     return tap_summary("filewriter");
