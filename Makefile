@@ -93,7 +93,7 @@ pytest-asan-py: build
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
 	  PYTHONPATH=$$S3X_ASAN_PYTHONPATH:$(ROOT)/tests scripts/with-local-s3 $(PY) -m pytest -q \
 	  tests/python/test_py_hardening.py tests/python/test_python_api.py tests/python/test_ops.py \
-	  tests/python/test_upload.py tests/python/test_download.py \
+	  tests/python/test_upload.py tests/python/test_download.py tests/python/test_lying_server.py \
 	  tests/python/test_batch.py tests/python/test_bulk.py -k 'not peak_rss' $(ASAN_PYTEST_ARGS)
 
 test: ctest ctest-asan install-check pytest pytest-asan-cli pytest-asan-py

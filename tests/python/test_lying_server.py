@@ -83,8 +83,7 @@ class LyingHandler(http.server.BaseHTTPRequestHandler):
         mode = self.server.mode
         with self.server.lock:
             self.server.heads.append(self.headers.get("x-amz-checksum-mode"))
-        extra = [("x-amz-checksum-crc32", CRC32)] if mode in ("checksum", "corrupt", "head_size",
-                                                                "head_etag") else []
+        extra = [self.server.head_checksum] if mode in ("checksum", "corrupt", "head_size", "head_etag") else []
         self._send(200, b"", content_length=N + 1 if mode == "head_size" else N,
                    etag='"other"' if mode == "head_etag" else ETAG, extra=extra)
 
@@ -141,6 +140,7 @@ def liar():
     srv.mode = "honest"
     srv.gets = []
     srv.heads = []
+    srv.head_checksum = ("x-amz-checksum-crc32", CRC32)
     srv.lock = threading.Lock()
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
@@ -196,14 +196,14 @@ LIES = {
 }
 
 
-def run_cli(cli, liar):
+def run_cli(cli, liar, dst="-"):
     env = dict(os.environ, AWS_ENDPOINT_URL=f"http://127.0.0.1:{liar.server_address[1]}",
                AWS_ACCESS_KEY_ID="AKIDLIAR", AWS_SECRET_ACCESS_KEY="liar-secret", AWS_REGION="us-east-1")
     for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
         env.pop(k, None)
     env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     return subprocess.run([cli, "cp", "--part-size", "5MiB", "--concurrency", "3", "--max-attempts", "2",
-                           f"s3://{BUCKET}/{KEY}", "-"], capture_output=True, env=env, timeout=120)
+                           f"s3://{BUCKET}/{KEY}", dst], capture_output=True, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("mode", sorted(LIES))
@@ -257,12 +257,13 @@ def test_short_body_is_retried_as_a_broken_connection(liar, liar_client):
     assert liar.gets[0] == (0, P - 1) and liar.gets[1:] == [(P, 2 * P - 1)] * 3
 
 
-def test_full_object_checksum_of_several_ranges(liar, liar_client):
-    """A ranged GET carries no checksum, so a download of several ranges into
-    memory or a stream asks a HEAD for the full-object checksum and hashes the
-    bytes in order: a range with the right headers and one flipped byte is
-    caught. (A file download of several ranges is not checked this way: its
-    ranges reach the disk out of order; see validate_checksum in download.c.)"""
+def test_full_object_checksum_of_several_ranges(liar, liar_client, tmp_path, cli):
+    """A ranged GET carries no checksum, so a download of several ranges asks
+    a HEAD for the full-object checksum: into memory or a stream the bytes
+    are hashed in order; into a file each range is hashed on its own as it
+    reaches the writer and the ranges' CRCs are combined before the rename.
+    A range with the right headers and one flipped byte is caught in every
+    destination, and a file download then leaves nothing behind."""
     liar.mode = "checksum"
     bio = io.BytesIO()
     liar_client.download_fileobj(BUCKET, KEY, bio, config=CFG)
@@ -270,19 +271,70 @@ def test_full_object_checksum_of_several_ranges(liar, liar_client):
     buf = bytearray(N)
     liar_client.download_into(BUCKET, KEY, buf, config=CFG)
     assert bytes(buf) == DATA
-    assert liar.heads == ["ENABLED", "ENABLED"]
+    out = tmp_path / "out"
+    liar_client.download_file(BUCKET, KEY, out, config=CFG)
+    assert out.read_bytes() == DATA
+    assert liar.heads == ["ENABLED"] * 3
+    p = run_cli(cli, liar, dst=str(tmp_path / "cli"))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "cli").read_bytes() == DATA
+    os.remove(tmp_path / "cli")
 
     liar.mode = "corrupt"
-    with pytest.raises(s3xfer.ChecksumMismatch, match=f"x-amz-checksum-crc32 is {re.escape(CRC32)} but the bytes "
-                                                      f"received give "):
+    mismatch = f"x-amz-checksum-crc32 is {re.escape(CRC32)} but the bytes received give "
+    with pytest.raises(s3xfer.ChecksumMismatch, match=mismatch):
         liar_client.download_fileobj(BUCKET, KEY, io.BytesIO(), config=CFG)
     with pytest.raises(s3xfer.ChecksumMismatch):
         liar_client.download_into(BUCKET, KEY, bytearray(N), config=CFG)
+    with pytest.raises(s3xfer.ChecksumMismatch, match=mismatch):
+        liar_client.download_file(BUCKET, KEY, out, config=CFG)
+    assert out.read_bytes() == DATA  # the file from before is left as it was
+    assert [q.name for q in tmp_path.iterdir()] == ["out"]
+    p = run_cli(cli, liar, dst=str(tmp_path / "cli"))
+    assert p.returncode != 0 and re.search(mismatch, p.stderr.decode()), p.stderr
+    assert [q.name for q in tmp_path.iterdir()] == ["out"]
     # without validation nothing is asked and nothing is checked
     liar.heads.clear()
     off = TransferConfig(part_size=P, concurrency=3, validate_checksum=False)
     liar_client.download_fileobj(BUCKET, KEY, io.BytesIO(), config=off)
+    liar_client.download_file(BUCKET, KEY, tmp_path / "unchecked", config=off)
     assert liar.heads == []
+
+
+@pytest.mark.parametrize("concurrency", [1, 3, 8])
+def test_file_checksum_whatever_the_order(liar, liar_client, tmp_path, concurrency):
+    """The ranges' CRCs combine into the object's whatever order the ranges
+    land in and however many run at once, at two part sizes (three ranges
+    of 5 MiB, two of 7 MiB; the last one shorter)."""
+    liar.mode = "checksum"
+    for part in (P, 7 * MiB):
+        out = tmp_path / f"out-{part}"
+        r = liar_client.download_file(BUCKET, KEY, out, config=TransferConfig(part_size=part,
+                                                                               concurrency=concurrency))
+        assert out.read_bytes() == DATA and r.parts == -(-N // part)
+    liar.mode = "corrupt"
+    with pytest.raises(s3xfer.ChecksumMismatch):
+        liar_client.download_file(BUCKET, KEY, tmp_path / "bad", config=TransferConfig(part_size=7 * MiB,
+                                                                                        concurrency=concurrency))
+    assert not (tmp_path / "bad").exists() and len(list(tmp_path.iterdir())) == 2
+
+
+def test_file_checksum_by_algorithm(liar, liar_client, tmp_path):
+    """The HEAD names the algorithm: a CRC32C is checked the same way (here a
+    wrong one, so the check must fail), a SHA-256 cannot be made from the
+    ranges' hashes and is not checked into a file (no false alarm), and a
+    composite checksum of a multipart upload ("-N") is not checked."""
+    liar.mode = "checksum"
+    liar.head_checksum = ("x-amz-checksum-crc32c", CRC32)
+    with pytest.raises(s3xfer.ChecksumMismatch, match=f"x-amz-checksum-crc32c is {re.escape(CRC32)} but"):
+        liar_client.download_file(BUCKET, KEY, tmp_path / "c", config=CFG)
+    assert list(tmp_path.iterdir()) == []
+    liar.head_checksum = ("x-amz-checksum-sha256", base64.b64encode(bytes(32)).decode())
+    liar_client.download_file(BUCKET, KEY, tmp_path / "s", config=CFG)
+    assert (tmp_path / "s").read_bytes() == DATA
+    liar.head_checksum = ("x-amz-checksum-crc32", "AAAAAA==-3")
+    liar_client.download_file(BUCKET, KEY, tmp_path / "n", config=CFG)
+    assert (tmp_path / "n").read_bytes() == DATA
 
 
 @pytest.mark.parametrize("mode,pattern", [
@@ -295,10 +347,11 @@ def test_head_that_disagrees_with_the_ranges(mode, pattern, liar, liar_client):
         liar_client.download_fileobj(BUCKET, KEY, io.BytesIO(), config=CFG)
 
 
-def test_full_object_checksum_real_server(client, boto, bucket):
-    """Against the real server: a single PUT with a CRC32 checksum read back in
-    several ranges into a stream and into memory is checked without a false
-    alarm, and a multipart object (composite checksum) downloads as before."""
+def test_full_object_checksum_real_server(client, boto, bucket, tmp_path):
+    """Against the real server: a single PUT with a CRC32 checksum (and one
+    with CRC32C, s3xfer's default) read back in several ranges into a
+    stream, into memory and into a file is checked without a false alarm,
+    and a multipart object (composite checksum) downloads as before."""
     data = os.urandom(12 * MiB + 3)
     boto.put_object(Bucket=bucket, Key="crc", Body=data, ChecksumAlgorithm="CRC32")
     head = boto.head_object(Bucket=bucket, Key="crc", ChecksumMode="ENABLED")
@@ -310,10 +363,19 @@ def test_full_object_checksum_real_server(client, boto, bucket):
     buf = bytearray(len(data))
     client.download_into(bucket, "crc", buf, config=cfg)
     assert bytes(buf) == data
+    r = client.download_file(bucket, "crc", tmp_path / "crc", config=cfg)
+    assert (tmp_path / "crc").read_bytes() == data and r.parts == 3
+    client.upload_bytes(data, bucket, "crc32c", config=TransferConfig(multipart_threshold=64 * MiB))
+    head = boto.head_object(Bucket=bucket, Key="crc32c", ChecksumMode="ENABLED")
+    assert head.get("ChecksumCRC32C"), head
+    r = client.download_file(bucket, "crc32c", tmp_path / "crc32c", config=cfg)
+    assert (tmp_path / "crc32c").read_bytes() == data and r.parts == 3
     client.upload_bytes(data, bucket, "multi", config=TransferConfig(part_size=P, multipart_threshold=P))
     bio = io.BytesIO()
     client.download_fileobj(bucket, "multi", bio, config=cfg)
     assert bio.getvalue() == data
+    client.download_file(bucket, "multi", tmp_path / "multi", config=cfg)
+    assert (tmp_path / "multi").read_bytes() == data
 
 
 # ---- a re-downloaded file keeps its permission bits (issue 11, finding 12) ----

@@ -94,7 +94,28 @@ typedef struct drun {
      * ranges run; the bytes are hashed in order: a stream's as they are
      * delivered (deliveries wait for the HEAD's answer), memory's at the end. */
     int head_state;           /* HEAD_* */
+    /* A file of several ranges: its ranges reach the disk out of order, so
+     * each range is hashed on its own by the writer's hook (hash_range) as
+     * its buffers reach the writer thread, and once every write is done the
+     * ranges' CRCs are combined into the object's (file_checksum). Which
+     * CRCs the hook makes (FCRC_*) is set by the loop: both from the probe's
+     * first byte, when it says the object is larger than the probe, then
+     * the one the HEAD names, or none. */
+    atomic_int fcrc;
+    struct rcrc *rcrc;        /* per range, by index: the writer thread's until it ends */
+    int64_t nrcrc;
+    int rcrc_oom;
 } drun;
+
+enum { FCRC_OFF, FCRC_BOTH, FCRC_CRC32C, FCRC_CRC32 };
+enum { RCRC_C32C = 1, RCRC_C32 = 2 };
+
+/* One range's CRCs, over its bytes from its first in order. */
+typedef struct rcrc {
+    uint32_t c32c, c32;
+    int64_t len;              /* bytes hashed */
+    int has;                  /* RCRC_*: the CRCs made of all of them */
+} rcrc;
 
 enum { HASH_NONE, HASH_PROBE /* the probe's body, the whole object */, HASH_IN_ORDER };
 enum { HEAD_NONE, HEAD_PENDING /* the side part runs */, HEAD_DONE };
@@ -153,7 +174,7 @@ void s3x_download_cancel(s3x_download *d) {
 static int flush_stage(drun *R, rslot *s) {
     if (!s->staged) return 0;
     int64_t off = s->offset + s->got - (int64_t)s->staged;
-    int e = s3x_writer_submit(R->writer, s->stage, s->staged, off);
+    int e = s3x_writer_submit_tagged(R->writer, s->stage, s->staged, off, s->index);
     s->staged = 0;
     s->stage = NULL;
     if (e) {
@@ -218,7 +239,48 @@ static int check_head(drun *R, rslot *s) {
     if (s3x_dlplan_check(&R->plan, &s->ask, &resp, &s->verdict)) return -1;
     s->checked = 1;
     if (s->ask.probe) begin_hash(R, r, HASH_PROBE);
+    /* A file of several ranges: the hook hashes from the probe's first
+     * byte, before the HEAD says which CRC (if any) the object has. */
+    if (s->ask.probe && R->kind == DST_FILE && s->verdict.length < s->verdict.total &&
+        R->x->params[S3X_PARAM_VALIDATE_CHECKSUM])
+        atomic_store(&R->fcrc, FCRC_BOTH);
     return 0;
+}
+
+/* The writer's hook (its thread): hashes a buffer of range `index` that
+ * starts `off` bytes into the object. An attempt delivers its range from
+ * the first byte, in order, and the writer sees the buffers in the order
+ * they were submitted, so a buffer at the range's start begins its hash
+ * again (a retried range) and every other one continues it. */
+static void hash_range(void *arg, int64_t index, const char *buf, size_t len, int64_t off) {
+    drun *R = arg;
+    int want = atomic_load(&R->fcrc);
+    if (want == FCRC_OFF || index < 0 || R->rcrc_oom) return;
+    if (index >= R->nrcrc) {
+        int64_t n = index + 1 > 2 * R->nrcrc ? index + 1 : 2 * R->nrcrc;
+        rcrc *grown = realloc(R->rcrc, (size_t)n * sizeof *grown);
+        if (!grown) {
+            R->rcrc_oom = 1; /* the check reads the file back instead */
+            return;
+        }
+        memset(grown + R->nrcrc, 0, (size_t)(n - R->nrcrc) * sizeof *grown);
+        R->rcrc = grown;
+        R->nrcrc = n;
+    }
+    rcrc *c = &R->rcrc[index];
+    int64_t at = off - index * R->part_size;
+    if (at == 0) {
+        c->len = 0;
+        c->c32c = c->c32 = 0;
+        c->has = RCRC_C32C | RCRC_C32;
+    } else if (at != c->len) {
+        c->has = 0; /* not in order: the check reads this range back */
+    }
+    if (want == FCRC_CRC32C) c->has &= RCRC_C32C;
+    else if (want == FCRC_CRC32) c->has &= RCRC_C32;
+    if (c->has & RCRC_C32C) c->c32c = s3x_crc32c(c->c32c, buf, len);
+    if (c->has & RCRC_C32) c->c32 = s3x_crc32(c->c32, buf, len);
+    c->len += (int64_t)len;
 }
 
 static int on_body_io(const void *data, size_t len, void *payload) {
@@ -310,7 +372,7 @@ static int learn_object(drun *R, rslot *s) {
     if (!R->etag) return s3x_seterr(S3X_ENOMEM, "out of memory");
     s->size = s->got;
     R->whole_in_first = s->verdict.length == s->verdict.total;
-    if (!R->whole_in_first && R->kind != DST_FILE && R->x->params[S3X_PARAM_VALIDATE_CHECKSUM]) {
+    if (!R->whole_in_first && R->x->params[S3X_PARAM_VALIDATE_CHECKSUM]) {
         R->head_state = HEAD_PENDING;
         slot_at(R, R->nslots)->base.state = S3X_PART_QUEUED;
     }
@@ -391,7 +453,10 @@ static int dl_check(s3x_transfer *t, s3x_part *p) {
 static int dl_failed(s3x_transfer *t, s3x_part *p) {
     drun *R = t->ctx;
     s3x_http_req *r = &p->req;
-    if (p->side) R->head_state = HEAD_DONE;
+    if (p->side) {
+        R->head_state = HEAD_DONE;
+        atomic_store(&R->fcrc, FCRC_OFF);
+    }
     if (r->status == 412) {
         s3x_seterr_http(S3X_ECHANGED, 412, "PreconditionFailed", r->request_id,
                         "s3://%s/%s changed during the download (its ETag is no longer %s)", R->bucket, R->key,
@@ -407,6 +472,12 @@ static int take_head(drun *R, s3x_http_req *r) {
     R->head_state = HEAD_DONE;
     if (s3x_dlplan_check_whole(&R->plan, r->content_length, r->etag)) return fail_named(R);
     begin_hash(R, r, HASH_IN_ORDER);
+    if (R->kind == DST_FILE) {
+        /* SHA-256 cannot be made from the ranges' hashes: not checked. */
+        int k = R->hashing ? R->hasher.kind : S3X_CHECKSUM_NONE;
+        atomic_store(&R->fcrc, k == S3X_CHECKSUM_CRC32C ? FCRC_CRC32C : k == S3X_CHECKSUM_CRC32 ? FCRC_CRC32 : FCRC_OFF);
+        if (k != S3X_CHECKSUM_CRC32C && k != S3X_CHECKSUM_CRC32) R->hashing = HASH_NONE;
+    }
     return S3X_PART_FREE;
 }
 
@@ -532,13 +603,20 @@ static const s3x_kind download_kind = {
     .close = dl_close,
 };
 
+static int checksum_mismatch(drun *R, const char *got) {
+    return s3x_seterr(S3X_ECHECKSUM, "s3://%s/%s: %s is %s but the bytes received give %s", R->bucket, R->key,
+                      R->checksum_hdr_name, R->checksum_value, got);
+}
+
 /* Compares a full-object checksum the server sent with what arrived.
- * Checked: the whole object in the probe (any destination), or several
+ * Checked: the whole object in the probe (any destination); several
  * ranges into memory or a stream (the checksum from a HEAD, the bytes
- * hashed in order). Not checked: several ranges into a file, whose ranges
- * reach the disk out of order through the writer thread and are not in
- * memory in order anywhere (hashing them would mean reading the file back:
- * a second pass over every byte); and composite "-N" checksums of multipart
+ * hashed in order); several ranges into a file when the checksum is a CRC
+ * (file_checksum, once the writer is done). Not checked: a SHA-256 of
+ * several ranges into a file, whose ranges reach the disk out of order and
+ * are not in memory in order anywhere (a SHA-256 cannot be made from the
+ * ranges' own, so it would mean reading the file back: a second pass over
+ * every byte); and composite "-N" checksums of multipart
  * uploads, which are checksums of the parts' checksums and need the
  * upload's part boundaries: x-amz-mp-parts-count gives only their number,
  * and learning each part's size takes a request per part (PartNumber GETs
@@ -547,15 +625,63 @@ static const s3x_kind download_kind = {
 static int validate_checksum(drun *R) {
     if (!R->hashing || !R->checksum_value) return 0;
     if (R->hashing == HASH_PROBE && !R->whole_in_first) return 0;
+    if (R->hashing == HASH_IN_ORDER && R->kind == DST_FILE) return 0; /* file_checksum */
     if (R->hashing == HASH_IN_ORDER && R->kind == DST_MEM)
         s3x_hasher_update(&R->hasher, R->mem, (size_t)R->plan.total);
     char got[48];
     s3x_hasher_final_b64(&R->hasher, got);
     R->hashing = HASH_NONE;
-    if (strcmp(got, R->checksum_value) != 0)
-        return s3x_seterr(S3X_ECHECKSUM, "s3://%s/%s: %s is %s but the bytes received give %s", R->bucket, R->key,
-                          R->checksum_hdr_name, R->checksum_value, got);
-    return 0;
+    return strcmp(got, R->checksum_value) ? checksum_mismatch(R, got) : 0;
+}
+
+/* A range's CRC from the file itself, for a range the hook could not hash
+ * (out of memory, or its bytes not in order). 0 or -1 (thread error set). */
+static int crc_from_file(drun *R, int kind, int64_t off, int64_t len, uint32_t *out) {
+    char *buf = malloc(S3X_WRITER_BUF);
+    if (!buf) return s3x_seterr(S3X_ENOMEM, "out of memory");
+    uint32_t c = 0;
+    int rc = 0;
+    while (len > 0 && !rc) {
+        size_t want = len > (int64_t)S3X_WRITER_BUF ? S3X_WRITER_BUF : (size_t)len;
+        ssize_t n = pread(R->fd, buf, want, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            rc = s3x_seterr(S3X_EIO, "reading %s back for its checksum failed: %s", R->tmp.data,
+                            n < 0 ? strerror(errno) : "it ends early");
+            break;
+        }
+        c = kind == S3X_CHECKSUM_CRC32C ? s3x_crc32c(c, buf, (size_t)n) : s3x_crc32(c, buf, (size_t)n);
+        off += n;
+        len -= n;
+    }
+    free(buf);
+    *out = c;
+    return rc;
+}
+
+/* Several ranges into a file, once every write is done: the object's CRC
+ * from the ranges' CRCs, in order, against the one the HEAD gave. */
+static int file_checksum(drun *R) {
+    int want = atomic_load(&R->fcrc);
+    if (R->hashing != HASH_IN_ORDER || (want != FCRC_CRC32C && want != FCRC_CRC32)) return 0;
+    int kind = want == FCRC_CRC32C ? S3X_CHECKSUM_CRC32C : S3X_CHECKSUM_CRC32;
+    int bit = want == FCRC_CRC32C ? RCRC_C32C : RCRC_C32;
+    uint32_t crc = 0;
+    for (int64_t i = 0; i < R->plan.nranges; i++) {
+        s3x_dlask a = s3x_dlplan_range(&R->plan, i);
+        int64_t n = a.last - a.first + 1;
+        uint32_t c = 0;
+        if (!R->rcrc_oom && i < R->nrcrc && (R->rcrc[i].has & bit) && R->rcrc[i].len == n) {
+            c = bit == RCRC_C32C ? R->rcrc[i].c32c : R->rcrc[i].c32;
+        } else if (crc_from_file(R, kind, a.first, n, &c)) {
+            return -1;
+        }
+        crc = i ? s3x_crc_combine(kind, crc, c, n) : c;
+    }
+    char got[48];
+    s3x_crc_b64(crc, got);
+    R->hashing = HASH_NONE;
+    return strcmp(got, R->checksum_value) ? checksum_mismatch(R, got) : 0;
 }
 
 /* The memory for a stream's in-order buffers: concurrency + 1 of them, or
@@ -606,6 +732,9 @@ static int dl_finish(s3x_transfer *t) {
         res->writeback_calls = ws.writeback_calls;
         res->fsyncs += ws.fsyncs;
         if (e) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(e));
+        /* The bytes on disk are the ones hashed: checked before the rename,
+         * so a mismatch leaves no file behind (dl_close removes it). */
+        if (file_checksum(R)) return -1;
         /* A filesystem without Unix modes may refuse: the file then stays at
          * the owner-only mode, which is the safe side. */
         if (R->replacing) (void)fchmod(R->fd, R->keep_mode);
@@ -662,6 +791,7 @@ static void dl_close(s3x_transfer *t, int rc) {
         s3x_buf_free(&R->tmp);
     }
     free(R->etag);
+    free(R->rcrc);
     free(R->checksum_hdr_name);
     free(R->checksum_value);
     s3x_hasher_cleanup(&R->hasher);
@@ -796,6 +926,7 @@ static int make_temp_file(s3x_sched *S, drun *R, const char *path) {
     }
     int e = s3x_writer_start(&R->writer, pool, R->fd, R->x->batched ? 8 : 32, window);
     if (e) return s3x_seterr(S3X_ENOMEM, "cannot start the file writer: %s", strerror(e));
+    s3x_writer_set_hook(R->writer, hash_range, R);
     return 0;
 }
 
