@@ -141,12 +141,14 @@ COMPLETE = ('<?xml version="1.0" encoding="UTF-8"?>\n<CompleteMultipartUploadRes
 PART_ETAG = '"3858f62230ac3c915f300c664312c11f"'
 
 
-def nginx_conf(d, www, port, tls_port, certs, echo_module):
+def nginx_conf(d, www, port, tls_port, certs, echo_module, head_headers=()):
     """nginx.conf: GET/HEAD of /BUCKET/KEY from `www` (Range, ETag,
     Last-Modified, Content-Length as nginx gives them for a static file),
     POST ?uploads / POST ?uploadId / PUT answered with fixed responses, bodies
     read and thrown away. The same server on `port` (http) and `tls_port`
-    (TLS 1.3 only)."""
+    (TLS 1.3 only). head_headers: (uri, header, value) triples, the header
+    sent in the answers to a HEAD of that uri only (as S3 sends a
+    full-object checksum to a HEAD and not with a range)."""
     # A body must be read before the answer goes out: nginx's own discard
     # answers at once and reads the rest afterwards, and a client that sees a
     # 200 before it has sent its part may stop sending. The echo module's
@@ -160,6 +162,12 @@ def nginx_conf(d, www, port, tls_port, certs, echo_module):
         read_body, empty = "", "return 200;"
         initiate, complete = (f"return 200 '{x}';" for x in (INITIATE, COMPLETE))
     load = f"load_module {echo_module};" if echo_module else ""
+    names = sorted({h for _, h, _ in head_headers})
+    maps = "".join(
+        f"    map \"$request_method $uri\" $head_hdr_{i} {{\n"
+        + "".join(f"        \"HEAD {u}\" \"{v}\";\n" for u, h, v in head_headers if h == name)
+        + "        default \"\";\n    }\n" for i, name in enumerate(names))
+    adds = "".join(f"\n            add_header {name} $head_hdr_{i};" for i, name in enumerate(names))
     tls = ""
     if tls_port:
         tls = f"""
@@ -190,7 +198,7 @@ http {{
     client_max_body_size 0;
     client_body_buffer_size 16m;
     server_tokens off;
-    server {{
+{maps}    server {{
         listen 127.0.0.1:{port};{tls}
         root {www};
         # The bucket itself: HeadBucket (s3xfer checks the bucket before an
@@ -201,7 +209,7 @@ http {{
             }}
             return 200 '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>$bucket</Name><Prefix></Prefix><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>';
         }}
-        location ~ ^/(?<bucket>[^/]+)/(?<key>.+)$ {{
+        location ~ ^/(?<bucket>[^/]+)/(?<key>.+)$ {{{adds}
             set $mpu "";
             if ($arg_uploadId) {{
                 set $mpu "$request_method";
@@ -251,15 +259,16 @@ def echo_module_path():
     return None
 
 
-def start_nginx(d, www, tls, certs=None, echo=True):
+def start_nginx(d, www, tls, certs=None, echo=True, head_headers=()):
     """Starts nginx -p d -c d/nginx.conf in the foreground (daemon off, so its
-    master is our child); returns {"http": port, "https": port or None, ...}."""
+    master is our child); returns {"http": port, "https": port or None, ...}.
+    head_headers: see nginx_conf."""
     port = free_port()
     tls_port = free_port() if tls else None
     while tls_port == port:
         tls_port = free_port()
     mod = echo_module_path() if echo else None
-    conf = nginx_conf(d, www, port, tls_port, certs, mod)
+    conf = nginx_conf(d, www, port, tls_port, certs, mod, head_headers)
     r = subprocess.run([nginx_bin(), "-t", "-p", d, "-c", conf, "-e", os.path.join(d, "error.log")],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode:
