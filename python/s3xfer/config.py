@@ -104,7 +104,9 @@ class TransferConfig:
         leave_parts_on_error: keep the parts of a failed multipart upload.
         max_attempts: attempts per request (1 .. 100).
         slow_part_timeout: "off", "dynamic" or a first-byte timeout in ms.
-        validate_checksum: check full-object checksums on download.
+        validate_checksum: check the object's full-object checksum on
+            download (CRC32C, CRC32, SHA-256; into a file of several ranges
+            CRC32C and CRC32 only; composite "-N" checksums are not checked).
         size_hint: expected size of a stream of unknown length.
         stall_timeout_ms: drop and retry a request that moves less than
             ``stall_min_rate`` bytes/s for this long (0 = off; whole seconds).

@@ -475,8 +475,9 @@ static int take_head(drun *R, s3x_http_req *r) {
     if (R->kind == DST_FILE) {
         /* SHA-256 cannot be made from the ranges' hashes: not checked. */
         int k = R->hashing ? R->hasher.kind : S3X_CHECKSUM_NONE;
-        atomic_store(&R->fcrc, k == S3X_CHECKSUM_CRC32C ? FCRC_CRC32C : k == S3X_CHECKSUM_CRC32 ? FCRC_CRC32 : FCRC_OFF);
-        if (k != S3X_CHECKSUM_CRC32C && k != S3X_CHECKSUM_CRC32) R->hashing = HASH_NONE;
+        int want = k == S3X_CHECKSUM_CRC32C ? FCRC_CRC32C : k == S3X_CHECKSUM_CRC32 ? FCRC_CRC32 : FCRC_OFF;
+        atomic_store(&R->fcrc, want);
+        if (want == FCRC_OFF) R->hashing = HASH_NONE;
     }
     return S3X_PART_FREE;
 }
