@@ -200,6 +200,7 @@ class Harness:
         self.made = []     # every bucket made, for the record
         atexit.register(self.cleanup)
         self.py = a.python or (B.venv_python() if os.path.exists(B.venv_python()) else sys.executable)
+        self.admin_py = None  # the interpreter of the admin commands: one that has boto3 (admin_python)
         # Tools read no config of the user's: everything comes from the environment.
         self.env["AWS_CONFIG_FILE"] = os.path.join(self.work, "no-aws-config")
         self.env["AWS_SHARED_CREDENTIALS_FILE"] = os.path.join(self.work, "no-aws-credentials")
@@ -213,10 +214,30 @@ class Harness:
         self.buckets = []
         shutil.rmtree(self.work, ignore_errors=True)
 
+    def admin_python(self):
+        """The admin commands (buckets, seeding, listings) use boto3 whatever
+        the clients measured: the clients' interpreter when it has boto3
+        (installed there unless --no-install or --python), else this one.
+        benchmarks/.venv can exist without boto3: other scripts install only
+        what they measure."""
+        if self.admin_py:
+            return self.admin_py
+
+        def has_boto3(py):
+            return subprocess.run([py, "-c", "import boto3"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL).returncode == 0
+        if not has_boto3(self.py) and self.py == B.venv_python() and not self.a.no_install and not self.a.python:
+            B.ensure_venv([PINS["boto3"]])
+        for py in (self.py, sys.executable):
+            if has_boto3(py):
+                self.admin_py = py
+                return py
+        raise RuntimeError(f"the admin commands need boto3, which neither {self.py} nor {sys.executable} has")
+
     def admin(self, cmd, **kw):
         # on stdin: a list of thousands of files is over the kernel's limit for one argument (128 KiB)
-        r = subprocess.run([self.py, DRIVERS, "admin", "-"], input=json.dumps(dict(kw, cmd=cmd)), env=self.env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r = subprocess.run([self.admin_python(), DRIVERS, "admin", "-"], input=json.dumps(dict(kw, cmd=cmd)),
+                           env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if r.returncode:
             raise RuntimeError(f"bulk_drivers admin {cmd}: {r.stderr.strip()[-500:]}")
         return json.loads(r.stdout)
