@@ -337,6 +337,25 @@ def test_file_checksum_by_algorithm(liar, liar_client, tmp_path):
     assert (tmp_path / "n").read_bytes() == DATA
 
 
+def test_file_checksum_in_a_batch(liar, liar_client, tmp_path):
+    """A batch's file downloads share its writer threads: each file's ranges
+    are hashed into that file's own CRCs. Six downloads at once of the same
+    object check out; with one range corrupted every one of them fails with
+    the mismatch and leaves no file, and the manager goes on."""
+    liar.mode = "checksum"
+    cfg = TransferConfig(part_size=P, concurrency=8)
+    with liar_client.transfer_manager(cfg) as tm:
+        futs = [tm.download(BUCKET, KEY, str(tmp_path / f"good{i}")) for i in range(6)]
+    assert [f.result().bytes for f in futs] == [N] * 6
+    assert all((tmp_path / f"good{i}").read_bytes() == DATA for i in range(6))
+    liar.mode = "corrupt"
+    with liar_client.transfer_manager(cfg) as tm:
+        futs = [tm.download(BUCKET, KEY, str(tmp_path / f"bad{i}")) for i in range(6)]
+    for f in futs:
+        assert isinstance(f.exception(), s3xfer.ChecksumMismatch), f.exception()
+    assert sorted(q.name for q in tmp_path.iterdir()) == [f"good{i}" for i in range(6)]
+
+
 @pytest.mark.parametrize("mode,pattern", [
     ("head_size", r"size changed during the download: first 12582919 bytes, now 12582920 \(HEAD\)"),
     ("head_etag", r"ETag was \"0123456789abcdef0123456789abcdef\", now \"other\" \(HEAD\)"),
