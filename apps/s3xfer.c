@@ -49,6 +49,8 @@ static void usage(FILE *f) {
             "  --pool bounded|cache|malloc part-buffer pool\n"
             "  --checksum none|crc32c|crc32|sha256|md5      per-part upload checksum\n"
             "  --checksum-location auto|header|trailer       where it travels (trailer: computed while sending)\n"
+            "  --checksum-type composite|full-object         a multipart upload's object checksum: of the parts'\n"
+            "                              (S3's default) or the whole object's CRC (crc32c, crc32)\n"
             "  --memory-limit SIZE         bytes of part buffers a transfer may hold (0: no limit)\n"
             "  --multipart-threshold SIZE  uploads below this use one PutObject\n"
             "  --size-hint SIZE            expected size of stdin (sizes its parts; 0: unknown)\n"
@@ -188,7 +190,8 @@ static int apply_download(s3x_download *d, const knobs *k) {
     for (int i = 0; i < S3X_PARAM__COUNT; i++) {
         if (!k->set[i]) continue;
         if (i == S3X_PARAM_BUFFER_STRATEGY || i == S3X_PARAM_CHECKSUM || i == S3X_PARAM_MULTIPART_THRESHOLD ||
-            i == S3X_PARAM_LEAVE_PARTS_ON_ERROR || i == S3X_PARAM_SIZE_HINT || i == S3X_PARAM_CHECKSUM_LOCATION)
+            i == S3X_PARAM_LEAVE_PARTS_ON_ERROR || i == S3X_PARAM_SIZE_HINT || i == S3X_PARAM_CHECKSUM_LOCATION ||
+            i == S3X_PARAM_CHECKSUM_TYPE)
             continue; /* upload-only knobs */
         if (s3x_download_set(d, (s3x_param)i, k->v[i])) return knob_refused(k, i);
     }
@@ -607,7 +610,7 @@ int main(int argc, char **argv) {
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
            O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC,
            O_RTIMEOUT, O_RMODE, O_JSON, O_NOFSYNC, O_INCLUDE, O_EXCLUDE, O_FOLLOW, O_FAILFAST, O_DELETE, O_DRYRUN,
-           O_EXACT };
+           O_EXACT, O_CSUMTYPE };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -624,6 +627,7 @@ int main(int argc, char **argv) {
         {"pool", required_argument, 0, O_POOL},
         {"checksum", required_argument, 0, O_CSUM},
         {"checksum-location", required_argument, 0, O_CSUMLOC},
+        {"checksum-type", required_argument, 0, O_CSUMTYPE},
         {"max-attempts", required_argument, 0, O_ATTEMPTS},
         {"slow-part-timeout", required_argument, 0, O_SLOW},
         {"retry-timeout", required_argument, 0, O_RTIMEOUT},
@@ -684,6 +688,10 @@ int main(int argc, char **argv) {
         case O_POOL: bad = set_enum(&k, S3X_PARAM_POOL, optarg, "--pool", "bounded", "cache", "malloc", NULL, NULL); break;
         case O_CSUM: bad = set_enum(&k, S3X_PARAM_CHECKSUM, optarg, "--checksum", "none", "crc32c", "crc32", "sha256", "md5"); break;
         case O_CSUMLOC: bad = set_enum(&k, S3X_PARAM_CHECKSUM_LOCATION, optarg, "--checksum-location", "auto", "header", "trailer", NULL, NULL); break;
+        case O_CSUMTYPE:
+            bad = set_enum(&k, S3X_PARAM_CHECKSUM_TYPE, optarg, "--checksum-type", "composite", "full-object", NULL,
+                           NULL, NULL);
+            break;
         case O_PROGRESS: k.progress = 1; break;
         case O_NOPROGRESS: k.progress = 0; break;
         case O_UNSIGNED: unsigned_payload = 1; break;

@@ -7,7 +7,7 @@
 
 from . import _core
 from .client import CancelToken, Client
-from .config import BufferStrategy, Checksum, ChecksumLocation, Pool, RetryMode, TransferConfig
+from .config import BufferStrategy, Checksum, ChecksumLocation, ChecksumType, Pool, RetryMode, TransferConfig
 from .result import TransferResult
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
@@ -15,7 +15,7 @@ from .errors import __all__ as _errors_all
 __version__ = _core.py_version()
 
 __all__ = ["Client", "CancelToken", "TransferManager", "TransferFuture", "BulkItem", "BulkSummary", "TransferConfig", "TransferResult", "BufferStrategy", "Pool", "Checksum",
-           "ChecksumLocation", "RetryMode", "__version__"] + list(_errors_all)
+           "ChecksumLocation", "ChecksumType", "RetryMode", "__version__"] + list(_errors_all)
 
 
 def __getattr__(name):

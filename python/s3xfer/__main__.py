@@ -198,6 +198,7 @@ def _result_record(c: Client, command: str, fields: Dict[str, Any], result, erro
 def _config(a) -> TransferConfig:
     return TransferConfig(part_size=a.part_size, concurrency=a.concurrency, buffer_strategy=a.buffer_strategy,
                           pool=a.pool, checksum=a.checksum, checksum_location=a.checksum_location,
+                          checksum_type=a.checksum_type.replace("-", "_") if a.checksum_type else None,
                           memory_limit=a.memory_limit, max_attempts=a.max_attempts,
                           slow_part_timeout=(int(a.slow_part_timeout) if a.slow_part_timeout and
                                              a.slow_part_timeout.isdigit() else a.slow_part_timeout),
@@ -702,6 +703,7 @@ def _add_transfer_flags(cp, json: bool = True) -> None:
     cp.add_argument("--pool", choices=["bounded", "cache", "malloc"])
     cp.add_argument("--checksum", choices=["none", "crc32c", "crc32", "sha256", "md5"])
     cp.add_argument("--checksum-location", choices=["auto", "header", "trailer"])
+    cp.add_argument("--checksum-type", choices=["composite", "full-object"])
     cp.add_argument("--memory-limit", type=_size, metavar="SIZE")
     cp.add_argument("--size-hint", type=_size, metavar="SIZE")
     cp.add_argument("--max-attempts", type=int)

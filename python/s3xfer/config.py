@@ -33,6 +33,15 @@ class Checksum(str, enum.Enum):
     MD5 = "md5"
 
 
+class ChecksumType(str, enum.Enum):
+    """What a multipart upload's object checksum covers: ``COMPOSITE`` (S3's
+    default: a checksum of the parts' checksums, ``<value>-<parts>``) or
+    ``FULL_OBJECT`` (the whole object's CRC32C or CRC32, made from the parts'
+    CRCs; the server checks it at completion and downloads check it)."""
+    COMPOSITE = "composite"
+    FULL_OBJECT = "full_object"
+
+
 class RetryMode(str, enum.Enum):
     """How throttled retries are paced (botocore's names): ``STANDARD`` (each
     request backs off on its own) or ``ADAPTIVE`` (also a request rate shared
@@ -62,11 +71,13 @@ _ENUMS = {
                                              "header": _core.S3X_CHECKSUM_LOCATION_HEADER,
                                              "trailer": _core.S3X_CHECKSUM_LOCATION_TRAILER}),
     "retry_mode": (RetryMode, {"standard": _core.S3X_RETRY_MODE_STANDARD, "adaptive": _core.S3X_RETRY_MODE_ADAPTIVE}),
+    "checksum_type": (ChecksumType, {"composite": _core.S3X_CHECKSUM_TYPE_COMPOSITE,
+                                     "full_object": _core.S3X_CHECKSUM_TYPE_FULL_OBJECT}),
 }
 
 # Knobs that only one manager takes.
 _UPLOAD_ONLY = {"multipart_threshold", "buffer_strategy", "checksum", "checksum_location", "leave_parts_on_error",
-                "size_hint"}
+                "size_hint", "checksum_type"}
 _DOWNLOAD_ONLY = {"validate_checksum", "durable"}
 
 
@@ -101,6 +112,10 @@ class TransferConfig:
             the part is sent, so a file part is read once; a header needs the
             part hashed first. "auto" takes the trailer whenever the body is
             sent unsigned and the checksum is not md5.
+        checksum_type: "composite" (default) | "full_object": what a
+            multipart upload's object checksum covers (see ChecksumType).
+            full_object needs checksum crc32c or crc32; a server that does
+            not know S3's x-amz-checksum-type may refuse it.
         leave_parts_on_error: keep the parts of a failed multipart upload.
         max_attempts: attempts per request (1 .. 100).
         slow_part_timeout: "off", "dynamic" or a first-byte timeout in ms.
@@ -125,7 +140,8 @@ class TransferConfig:
 
     _FIELDS = ("part_size", "multipart_threshold", "concurrency", "buffer_strategy", "pool", "memory_limit",
                "checksum", "checksum_location", "leave_parts_on_error", "max_attempts", "slow_part_timeout", "validate_checksum",
-               "size_hint", "stall_timeout_ms", "stall_min_rate", "retry_timeout", "retry_mode", "durable")
+               "size_hint", "stall_timeout_ms", "stall_min_rate", "retry_timeout", "retry_mode", "durable",
+               "checksum_type")
 
     def __init__(self, part_size: Optional[int] = None, multipart_threshold: Optional[int] = None,
                  concurrency: Optional[int] = None,
@@ -138,7 +154,7 @@ class TransferConfig:
                  validate_checksum: Optional[bool] = None, size_hint: Optional[int] = None,
                  stall_timeout_ms: Optional[int] = None, stall_min_rate: Optional[int] = None,
                  retry_timeout: Optional[int] = None, retry_mode: Union[str, RetryMode, None] = None,
-                 durable: Optional[bool] = None):
+                 durable: Optional[bool] = None, checksum_type: Union[str, ChecksumType, None] = None):
         self._values: Dict[str, int] = {}
         given = dict(part_size=part_size, multipart_threshold=multipart_threshold, concurrency=concurrency,
                      buffer_strategy=buffer_strategy, pool=pool, memory_limit=memory_limit, checksum=checksum,
@@ -146,7 +162,8 @@ class TransferConfig:
                      leave_parts_on_error=leave_parts_on_error, max_attempts=max_attempts,
                      slow_part_timeout=slow_part_timeout, validate_checksum=validate_checksum,
                      size_hint=size_hint, stall_timeout_ms=stall_timeout_ms, stall_min_rate=stall_min_rate,
-                     retry_timeout=retry_timeout, retry_mode=retry_mode, durable=durable)
+                     retry_timeout=retry_timeout, retry_mode=retry_mode, durable=durable,
+                     checksum_type=checksum_type)
         self._given = {k: v for k, v in given.items() if v is not None}
         for name, value in self._given.items():
             self._values[name] = self._convert(name, value)

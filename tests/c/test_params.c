@@ -79,6 +79,8 @@ static void test_table(void) {
         {S3X_PARAM_MAX_ATTEMPTS, 1, 100, 5},
         {S3X_PARAM_VALIDATE_CHECKSUM, 0, 1, 1},
         {S3X_PARAM_DURABLE, 0, 1, 1},
+        {S3X_PARAM_CHECKSUM_TYPE, S3X_CHECKSUM_TYPE_COMPOSITE, S3X_CHECKSUM_TYPE_FULL_OBJECT,
+         S3X_CHECKSUM_TYPE_COMPOSITE},
     };
     for (size_t i = 0; i < sizeof doc / sizeof doc[0]; i++) {
         int64_t lo = 0, hi = 0;

@@ -3,8 +3,10 @@ mb, rb, rm, --help, and one-line errors with non-zero exit codes."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
+import zlib
 
 import pytest
 
@@ -158,6 +160,29 @@ def test_cp_checksum_location(cli, boto, bucket, tmp_path):
     p = run(cli, "cp", str(src), f"s3://{bucket}/x", "--checksum-location", "footer", check=False)
     assert p.returncode == 2 and b"--checksum-location" in p.stderr
     assert "md5" not in [o["Key"] for o in boto.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def test_cp_checksum_type(cli, boto, bucket, tmp_path):
+    """--checksum-type full-object: the object's CRC32 is the whole file's,
+    and a download back into a file checks it; stdin (unknown length) too."""
+    src = tmp_path / "src.bin"
+    data = os.urandom(11 * 1024 * 1024 + 5)
+    src.write_bytes(data)
+    want = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+    run(cli, "cp", str(src), f"s3://{bucket}/full", "--checksum", "crc32", "--checksum-type", "full-object",
+        "--part-size", "5MiB", "--multipart-threshold", "5MiB")
+    head = boto.head_object(Bucket=bucket, Key="full", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32"] == want and head["ChecksumType"] == "FULL_OBJECT", head
+    run(cli, "cp", "-", f"s3://{bucket}/stdin", "--checksum", "crc32", "--checksum-type", "full-object",
+        "--part-size", "5MiB", input=data)
+    assert boto.head_object(Bucket=bucket, Key="stdin", ChecksumMode="ENABLED")["ChecksumCRC32"] == want
+    run(cli, "cp", f"s3://{bucket}/full", str(tmp_path / "back"), "--part-size", "5MiB")
+    assert (tmp_path / "back").read_bytes() == data
+    p = run(cli, "cp", str(src), f"s3://{bucket}/x", "--checksum", "sha256", "--checksum-type", "full-object",
+            check=False)
+    assert p.returncode != 0 and b"full_object needs a crc32c or crc32 checksum" in p.stderr
+    p = run(cli, "cp", str(src), f"s3://{bucket}/x", "--checksum-type", "whole", check=False)
+    assert p.returncode == 2 and b"--checksum-type" in p.stderr
 
 
 def test_single_requests_retry_with_the_retry_options(cli, s3env, boto, bucket):

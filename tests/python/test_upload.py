@@ -296,6 +296,56 @@ def test_checksum_location_bad_combinations(s3env, client, bucket):
     assert client.list_multipart_uploads(bucket) == []
 
 
+@pytest.mark.parametrize("location", ["header", "trailer"])
+@pytest.mark.parametrize("checksum", ["crc32", "crc32c"])
+def test_full_object_checksum(client, boto, bucket, tmp_path, location, checksum):
+    """checksum_type full_object: a multipart upload's checksum is the whole
+    object's CRC, made from the parts' CRCs and sent with the completion (the
+    server checks it there: a wrong one is BadDigest), from a file, from
+    memory and from a stream of unknown length whose last part is short. A
+    file download of several ranges then checks it."""
+    data = os.urandom(2 * P + 3)
+    f = tmp_path / "f"
+    f.write_bytes(data)
+    cfg = TransferConfig(part_size=P, multipart_threshold=P, concurrency=2, checksum=checksum,
+                         checksum_location=location, checksum_type="full_object")
+    ups = {"file": lambda k: client.upload_file(f, bucket, k, config=cfg),
+           "bytes": lambda k: client.upload_bytes(data, bucket, k, config=cfg),
+           "stream": lambda k: client.upload_fileobj(io.BufferedReader(io.BytesIO(data)), bucket, k, config=cfg)}
+    for src, up in ups.items():
+        key = f"full/{src}"
+        r = up(key)
+        assert r.parts == 3 and r.bytes == len(data)
+        head = boto.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+        got = head.get("Checksum" + checksum.upper())
+        assert head.get("ChecksumType") == "FULL_OBJECT" and got and "-" not in got, head
+        if checksum == "crc32":  # no CRC32C in the standard library: the server checked it at completion
+            assert got == base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+        out = tmp_path / f"out-{src}"
+        assert client.download_file(bucket, key, out, config=TransferConfig(part_size=P)).parts == 3
+        assert out.read_bytes() == data
+    # the default stays S3's: a composite checksum of the parts
+    client.upload_bytes(data, bucket, "composite", config=TransferConfig(part_size=P, multipart_threshold=P,
+                                                                           checksum=checksum))
+    head = boto.head_object(Bucket=bucket, Key="composite", ChecksumMode="ENABLED")
+    assert head["Checksum" + checksum.upper()].endswith("-3")
+    assert client.list_multipart_uploads(bucket) == []
+
+
+def test_full_object_checksum_needs_a_crc(client, bucket):
+    with pytest.raises(s3xfer.InvalidConfigError, match="checksum_type"):
+        TransferConfig(checksum_type="whole")
+    for checksum in ("sha256", "md5", "none"):
+        cfg = TransferConfig(part_size=P, multipart_threshold=P, checksum=checksum, checksum_type="full_object")
+        with pytest.raises(s3xfer.InvalidConfigError, match=f"full_object needs a crc32c or crc32 checksum.*"
+                                                            f"this upload has checksum {checksum}"):
+            client.upload_bytes(b"x" * (P + 1), bucket, "k", config=cfg)
+    assert client.list_multipart_uploads(bucket) == []
+    # one PutObject's checksum is the whole object's anyway
+    cfg = TransferConfig(checksum="crc32", checksum_type="full_object")
+    assert client.upload_bytes(b"x" * 100, bucket, "small", config=cfg).parts == 1
+
+
 def test_memory_limit_refused_before_sending(client, bucket):
     cfg = TransferConfig(part_size=8 * MiB, concurrency=8, buffer_strategy="buffered", memory_limit=32 * MiB)
     big = os.urandom(20 * MiB)

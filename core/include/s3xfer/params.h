@@ -57,6 +57,7 @@ typedef enum s3x_param {
                                        path holds the old file or the whole new one. 0: no fsync; a power
                                        loss soon after the download may leave the renamed file empty or
                                        partial (the kernel writes it back within about 30 s) */
+    S3X_PARAM_CHECKSUM_TYPE,        /* s3x_checksum_type (multipart upload); default COMPOSITE */
 
     S3X_PARAM__COUNT
 } s3x_param;
@@ -107,6 +108,17 @@ typedef enum s3x_checksum_location {
                                           signing AUTO or UNSIGNED) and not MD5; an upload that cannot
                                           send one fails with S3X_EINVAL before any request */
 } s3x_checksum_location;
+
+/* What a multipart upload's object checksum covers (S3's checksum types). A
+ * single PutObject's checksum is always of the whole object. */
+typedef enum s3x_checksum_type {
+    S3X_CHECKSUM_TYPE_COMPOSITE = 0,   /* S3's default: a checksum of the parts' checksums, "<value>-<parts>";
+                                          a download cannot check it from its own ranges */
+    S3X_CHECKSUM_TYPE_FULL_OBJECT = 1  /* the CRC of the whole object (CRC32C or CRC32 only), made from the
+                                          parts' CRCs and sent with the completion, which the server checks
+                                          against the parts; downloads check it (x-amz-checksum-type
+                                          FULL_OBJECT; a server that does not know it may refuse it) */
+} s3x_checksum_type;
 
 /* How retries of throttling answers are paced (botocore's names). */
 typedef enum s3x_retry_mode {

@@ -64,6 +64,7 @@ typedef struct slot {
 typedef struct done_part {
     char *etag;
     char checksum[48];
+    int64_t size;
 } done_part;
 
 typedef struct run {
@@ -72,6 +73,8 @@ typedef struct run {
     source src;
     int buffered;
     int checksum;
+    int full_object;          /* a multipart upload's checksum is the whole object's CRC (checksum_type) */
+    char full_checksum[48];   /* ... made from the parts' CRCs for the completion */
     int trailer;              /* the checksum goes in an aws-chunked trailer, computed while sending */
     int signed_payload;
     int64_t part_size;        /* current part size */
@@ -355,6 +358,7 @@ static int up_take(s3x_transfer *t, s3x_part *p) {
     free(d->etag);
     d->etag = strdup(r->etag ? r->etag : "");
     memcpy(d->checksum, R->trailer ? r->chunked.value : s->checksum, sizeof d->checksum);
+    d->size = s->size;
     if (single_put(R) && r->etag) snprintf(R->x->res->etag, sizeof R->x->res->etag, "%s", r->etag);
     if (s->part_number > R->max_part_done) R->max_part_done = s->part_number;
     R->bytes_done += s->size;
@@ -552,9 +556,15 @@ static void abort_lost_uploads(run *R, time_t started) {
 /* The side part's request: CreateMultipartUpload or CompleteMultipartUpload. */
 static int prepare_side(run *R, s3x_http_req *r) {
     s3x_req_new(r);
-    if (R->side_op == SIDE_CREATE)
-        return s3x_req_create_mpu(r, R->bucket, R->key, NULL, s3x_checksum_algorithm(R->checksum));
+    if (R->side_op == SIDE_CREATE) {
+        int rc = s3x_req_create_mpu(r, R->bucket, R->key, NULL, s3x_checksum_algorithm(R->checksum));
+        if (!rc && R->full_object) rc = s3x_req_header(r, "x-amz-checksum-type", "FULL_OBJECT");
+        return rc;
+    }
     int rc = s3x_req_complete_mpu(r, R->bucket, R->key, R->upload_id);
+    /* The whole object's CRC: the server checks it against the parts. */
+    if (!rc && R->full_object) rc = s3x_req_header(r, "x-amz-checksum-type", "FULL_OBJECT");
+    if (!rc && R->full_object) rc = s3x_req_header(r, s3x_checksum_header(R->checksum), R->full_checksum);
     if (rc) return rc;
     r->body = R->complete_body;
     r->body_len = R->complete_len;
@@ -599,6 +609,36 @@ static int take_side(run *R, s3x_http_req *r) {
     return 0;
 }
 
+/* A checksum header's base64 CRC as a number; -1 if it is not one. */
+static int crc_of_b64(const char *b64, uint32_t *out) {
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (strlen(b64) != 8 || strcmp(b64 + 6, "==") != 0) return -1;
+    uint64_t bits = 0;
+    for (int i = 0; i < 6; i++) {
+        const char *c = strchr(tbl, b64[i]);
+        if (!c || !*c) return -1;
+        bits = bits << 6 | (uint64_t)(c - tbl);
+    }
+    if (bits & 0xf) return -1; /* 36 bits for 32: the last 4 are zero */
+    *out = (uint32_t)(bits >> 4);
+    return 0;
+}
+
+/* FULL_OBJECT: the whole object's CRC, from the parts' CRCs and sizes in
+ * order (checksum.c combines them): no byte is hashed twice. */
+static int full_object_checksum(run *R) {
+    uint32_t crc = 0;
+    for (int i = 0; i < R->max_part_done; i++) {
+        uint32_t c;
+        if (crc_of_b64(R->parts[i].checksum, &c))
+            return s3x_seterr(S3X_EINTERNAL, "part %d has no %s to make the full-object checksum from", i + 1,
+                              s3x_checksum_algorithm(R->checksum));
+        crc = i ? s3x_crc_combine(R->checksum, crc, c, R->parts[i].size) : c;
+    }
+    s3x_crc_b64(crc, R->full_checksum);
+    return 0;
+}
+
 /* The completion's body, from every part's ETag and checksum. */
 static int build_complete(run *R) {
     int n = R->max_part_done;
@@ -616,7 +656,7 @@ static int build_complete(run *R) {
     int rc = s3x_xml_build_complete(cp, (size_t)n, s3x_checksum_xml_name(R->checksum), &R->complete_body,
                                     &R->complete_len);
     free(cp);
-    return rc;
+    return rc ? rc : R->full_object ? full_object_checksum(R) : 0;
 }
 
 static void abort_mpu(run *R) {
@@ -678,6 +718,13 @@ static int choose_body(run *R) {
                           R->checksum == S3X_CHECKSUM_MD5 ? "checksum md5" : "payload_signing signed",
                           R->checksum == S3X_CHECKSUM_MD5 && R->signed_payload ? " and payload_signing signed" : "");
     R->trailer = can_trail && location != S3X_CHECKSUM_LOCATION_HEADER;
+    R->full_object = x->params[S3X_PARAM_CHECKSUM_TYPE] == S3X_CHECKSUM_TYPE_FULL_OBJECT;
+    if (R->full_object && R->checksum != S3X_CHECKSUM_CRC32C && R->checksum != S3X_CHECKSUM_CRC32)
+        return s3x_seterr(S3X_EINVAL, "checksum_type full_object needs a crc32c or crc32 checksum (the whole "
+                                      "object's is made from the parts'); this upload has checksum %s",
+                          R->checksum == S3X_CHECKSUM_NONE  ? "none"
+                          : R->checksum == S3X_CHECKSUM_MD5 ? "md5"
+                                                            : "sha256");
     int64_t strategy = x->params[S3X_PARAM_BUFFER_STRATEGY];
     if (R->src.kind == SRC_STREAM) {
         if (strategy == S3X_BUFFER_UNBUFFERED)
