@@ -192,6 +192,12 @@ static void fold_init(void) {
     }
 }
 
+static inline __m128i load128(const unsigned char *p) {
+    __m128i v; /* any alignment: memcpy becomes one unaligned load */
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 __attribute__((target("pclmul,sse2"))) static inline __m128i fold(__m128i r, __m128i k) {
     return _mm_xor_si128(_mm_clmulepi64_si128(r, k, 0x00), _mm_clmulepi64_si128(r, k, 0x11));
 }
@@ -199,27 +205,27 @@ __attribute__((target("pclmul,sse2"))) static inline __m128i fold(__m128i r, __m
 __attribute__((target("pclmul,sse2"))) static uint32_t crc32_clmul(uint32_t crc, const unsigned char *p, size_t n) {
     pthread_once(&g_fold_once, fold_init);
     __m128i k512 = _mm_set_epi64x((long long)g_fold[0][1], (long long)g_fold[0][0]);
-    __m128i x0 = _mm_loadu_si128((const __m128i *)p), x1 = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32)), x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+    __m128i x0 = load128(p), x1 = load128(p + 16);
+    __m128i x2 = load128(p + 32), x3 = load128(p + 48);
     /* The register (inverted, as the CRC starts) joins the first 4 bytes. */
     x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)~crc));
     p += 64;
     n -= 64;
     for (; n >= 64; p += 64, n -= 64) {
-        x0 = _mm_xor_si128(fold(x0, k512), _mm_loadu_si128((const __m128i *)p));
-        x1 = _mm_xor_si128(fold(x1, k512), _mm_loadu_si128((const __m128i *)(p + 16)));
-        x2 = _mm_xor_si128(fold(x2, k512), _mm_loadu_si128((const __m128i *)(p + 32)));
-        x3 = _mm_xor_si128(fold(x3, k512), _mm_loadu_si128((const __m128i *)(p + 48)));
+        x0 = _mm_xor_si128(fold(x0, k512), load128(p));
+        x1 = _mm_xor_si128(fold(x1, k512), load128(p + 16));
+        x2 = _mm_xor_si128(fold(x2, k512), load128(p + 32));
+        x3 = _mm_xor_si128(fold(x3, k512), load128(p + 48));
     }
     __m128i k128 = _mm_set_epi64x((long long)g_fold[3][1], (long long)g_fold[3][0]);
     __m128i r = _mm_xor_si128(fold(x0, _mm_set_epi64x((long long)g_fold[1][1], (long long)g_fold[1][0])),
                               fold(x1, _mm_set_epi64x((long long)g_fold[2][1], (long long)g_fold[2][0])));
     r = _mm_xor_si128(r, _mm_xor_si128(fold(x2, k128), x3));
-    for (; n >= 16; p += 16, n -= 16) r = _mm_xor_si128(fold(r, k128), _mm_loadu_si128((const __m128i *)p));
+    for (; n >= 16; p += 16, n -= 16) r = _mm_xor_si128(fold(r, k128), load128(p));
     /* r is congruent to everything so far: its CRC from a zero register
      * (zlib's from 0xffffffff, which it inverts) is the CRC so far. */
     unsigned char last[16];
-    _mm_storeu_si128((__m128i *)last, r);
+    memcpy(last, &r, sizeof last);
     return crc32_zlib(crc32_zlib(0xffffffffu, last, 16), p, n);
 }
 #endif
