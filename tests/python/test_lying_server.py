@@ -83,7 +83,8 @@ class LyingHandler(http.server.BaseHTTPRequestHandler):
         mode = self.server.mode
         with self.server.lock:
             self.server.heads.append(self.headers.get("x-amz-checksum-mode"))
-        extra = [self.server.head_checksum] if mode in ("checksum", "corrupt", "head_size", "head_etag") else []
+        extra = [self.server.head_checksum] if mode in ("checksum", "corrupt", "head_size", "head_etag",
+                                                        "break_once") else []
         self._send(200, b"", content_length=N + 1 if mode == "head_size" else N,
                    etag='"other"' if mode == "head_etag" else ETAG, extra=extra)
 
@@ -123,6 +124,20 @@ class LyingHandler(http.server.BaseHTTPRequestHandler):
             # No Content-Length: the body ends when the connection closes,
             # here 1000 bytes early.
             return self._send(206, body[:-1000], content_range=f"bytes {a}-{b}/{total}", close=True)
+        if mode == "break_once" and a > 0 and a not in srv.broken:
+            # Honest headers, then the connection drops 1 MiB + 7 bytes in:
+            # the range is asked again (and answered honestly).
+            with srv.lock:
+                srv.broken.add(a)
+            self.send_response(206)
+            self.send_header("ETag", ETAG)
+            self.send_header("Content-Range", f"bytes {a}-{b}/{total}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:MiB + 7])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         return self._send(206, body, content_range=f"bytes {a}-{b}/{total}", content_length=cl)
 
 
@@ -141,6 +156,7 @@ def liar():
     srv.gets = []
     srv.heads = []
     srv.head_checksum = ("x-amz-checksum-crc32", CRC32)
+    srv.broken = set()
     srv.lock = threading.Lock()
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
@@ -335,6 +351,19 @@ def test_file_checksum_by_algorithm(liar, liar_client, tmp_path):
     liar.head_checksum = ("x-amz-checksum-crc32", "AAAAAA==-3")
     liar_client.download_file(BUCKET, KEY, tmp_path / "n", config=CFG)
     assert (tmp_path / "n").read_bytes() == DATA
+
+
+def test_file_checksum_after_a_broken_range(liar, liar_client, tmp_path):
+    """Every later range breaks 1 MiB in (past the writer's first 256 KiB
+    buffers, which reach the disk and the hook) and is asked again: the
+    range's hash starts again with its second attempt, so the object's CRC
+    checks out (a hook that kept the broken attempt's CRC fails here)."""
+    liar.mode = "break_once"
+    out = tmp_path / "out"
+    r = liar_client.download_file(BUCKET, KEY, out, config=CFG)
+    assert out.read_bytes() == DATA and r.retries == 2
+    assert sorted(liar.gets) == sorted([(0, P - 1)] + [(P, 2 * P - 1), (2 * P, N - 1)] * 2)
+    assert liar.heads == ["ENABLED"]
 
 
 def test_file_checksum_in_a_batch(liar, liar_client, tmp_path):
