@@ -78,7 +78,7 @@ class LyingHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
 
     def do_HEAD(self):
-        # What a download into memory or a stream asks for the full-object
+        # What a download of several ranges asks for the full-object
         # checksum (ranged answers carry none).
         mode = self.server.mode
         with self.server.lock:
