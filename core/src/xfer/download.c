@@ -89,10 +89,11 @@ typedef struct drun {
     s3x_hasher hasher;
     int hashing;              /* HASH_*: how the bytes meet the hasher */
     /* A ranged GET carries no checksum header (S3 and SeaweedFS send it only
-     * for the whole object), so for a download of several ranges into
-     * memory or a stream a HEAD asks for the full-object checksum while the
-     * ranges run; the bytes are hashed in order: a stream's as they are
-     * delivered (deliveries wait for the HEAD's answer), memory's at the end. */
+     * for the whole object), so for a download of several ranges a HEAD
+     * asks for the full-object checksum while the ranges run. Memory and
+     * streams hash the bytes in order: a stream's as they are delivered
+     * (deliveries wait for the HEAD's answer), memory's at the end; a
+     * file's ranges are hashed apart and combined (fcrc below). */
     int head_state;           /* HEAD_* */
     /* A file of several ranges: its ranges reach the disk out of order, so
      * each range is hashed on its own by the writer's hook (hash_range) as
