@@ -60,7 +60,9 @@ class _Server:
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(out)))
+                # A HEAD's answer has no body but keeps the object's length.
+                if not any(k.lower() == "content-length" for k in headers):
+                    self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(out)
@@ -372,7 +374,9 @@ class CheckingProxy(_Server):
         conn.endheaders(body)
         resp = conn.getresponse()
         out = resp.read()
-        keep = {k: v for k, v in resp.getheaders()
-                if k.lower() not in ("content-length", "connection", "transfer-encoding", "keep-alive")}
+        # A HEAD's Content-Length is the object's: it is passed on (a
+        # download checks it against the size its ranges said).
+        drop = ("connection", "transfer-encoding", "keep-alive") + (() if method == "HEAD" else ("content-length",))
+        keep = {k: v for k, v in resp.getheaders() if k.lower() not in drop}
         conn.close()
         return resp.status, keep, out
