@@ -21,7 +21,8 @@ static void usage(FILE *f) {
             "\n"
             "commands:\n"
             "  cp SRC DST          copy a local file (or - for stdin/stdout) to or from s3://bucket/key,\n"
-            "                      or s3://a/k to s3://b/k2 on the server (the bytes stay there)\n"
+            "                      or s3://a/k to s3://b/k2 on the server (the bytes stay there); a DST\n"
+            "                      ending in '/', a bucket alone or a directory gets SRC's base name added\n"
             "  cp -r SRC DST       copy a directory to or from s3://bucket/prefix/, or a prefix to another\n"
             "  sync SRC DST        make DST (a directory or s3://bucket/prefix/) hold what SRC holds\n"
             "  rm -r s3://bucket/prefix/   remove every object under a prefix\n"
@@ -466,16 +467,80 @@ static int cp_copy(s3x_client *c, const cli_s3url *src, const cli_s3url *dst, co
     return rc;
 }
 
+/* The last '/'-separated part of s ("" when s ends in '/'). */
+static const char *base_name(const char *s) {
+    const char *slash = strrchr(s, '/');
+    return slash ? slash + 1 : s;
+}
+
+static int ends_in_slash(const char *s) {
+    size_t n = strlen(s);
+    return n > 0 && s[n - 1] == '/';
+}
+
+/* A base name that can be added to a destination: not empty, not . or ..
+ * (a file named so would be the directory itself or its parent). */
+static int usable_base(const char *b) {
+    return *b && strcmp(b, ".") != 0 && strcmp(b, "..") != 0;
+}
+
+/* cp's destination when it names a place rather than an object or a file:
+ * an S3 key that is empty (the bucket alone) or ends in '/', or a local
+ * path that ends in '/' or is an existing directory. The source's base name
+ * is added to it, as cp and the other S3 tools do: `cp f s3://b/p/` writes
+ * p/f, `cp s3://b/p/f dir` writes dir/f. *out gets the new key or path
+ * (NULL when DST names one already); returns 0, or the usage error's exit
+ * status. */
+static int place_in_dst(const char *src, const cli_s3url *s, const char *dst, const cli_s3url *d, char **out) {
+    *out = NULL;
+    const char *at; /* what the base name is added to */
+    if (d) {
+        if (*d->key && !ends_in_slash(d->key)) return 0;
+        at = d->key;
+    } else {
+        struct stat st;
+        if (!strcmp(dst, "-") || (!ends_in_slash(dst) && (stat(dst, &st) != 0 || !S_ISDIR(st.st_mode)))) return 0;
+        at = dst;
+    }
+    const char *base;
+    if (s) {
+        if (!*s->key) return 0; /* "source needs a key", said where the source is used */
+        base = base_name(s->key);
+        if (!usable_base(base))
+            return cli_usage_error("the source key's last part cannot name a file or object: give DST in full");
+    } else {
+        if (!strcmp(src, "-")) return cli_usage_error("standard input has no name: give the destination key in full");
+        base = base_name(src);
+        if (!usable_base(base)) return cli_usage_error("SRC has no file name to add to DST: give DST in full");
+    }
+    size_t n = strlen(at), sep = d || ends_in_slash(at) ? 0 : 1;
+    char *p = malloc(n + sep + strlen(base) + 1);
+    if (!p) return cli_usage_error("out of memory");
+    memcpy(p, at, n);
+    if (sep) p[n] = '/';
+    strcpy(p + n + sep, base);
+    *out = p;
+    return 0;
+}
+
 static int cmd_cp(s3x_client *c, int argc, char **argv, const knobs *k, int quiet) {
     if (argc != 2) return cli_usage_error("cp needs SRC and DST");
     cli_s3url s = {0}, d = {0};
     int ss = cli_parse_s3(argv[0], &s), ds = cli_parse_s3(argv[1], &d);
-    int rc;
+    char *placed = NULL;
+    int rc = 0;
     if (ss < 0 || ds < 0) rc = cli_usage_error("out of memory");
-    else if (ss && ds) rc = cp_copy(c, &s, &d, k, quiet);
     else if (!ss && !ds) rc = cli_usage_error("one of SRC and DST must be an s3:// URL");
-    else if (ds) rc = cp_upload(c, argv[0], &d, k, quiet);
-    else rc = cp_download(c, &s, argv[1], k, quiet);
+    else rc = place_in_dst(argv[0], ss ? &s : NULL, argv[1], ds ? &d : NULL, &placed);
+    if (!rc && placed && ds) {
+        free(d.key);
+        d.key = placed;
+        placed = NULL;
+    }
+    if (!rc && ss && ds) rc = cp_copy(c, &s, &d, k, quiet);
+    else if (!rc && ds) rc = cp_upload(c, argv[0], &d, k, quiet);
+    else if (!rc) rc = cp_download(c, &s, placed ? placed : argv[1], k, quiet);
+    free(placed);
     cli_s3url_free(&s);
     cli_s3url_free(&d);
     return rc;

@@ -103,6 +103,35 @@ def _s3url(text: str) -> Optional[Tuple[str, str]]:
     return bucket, key
 
 
+def _place(src: str, src_url, dst: str, dst_url) -> Optional[str]:
+    """cp's destination when it names a place rather than an object or a file
+    (as the native tool's apps/s3xfer.c does): a key that is empty or ends in
+    '/', or a local path that ends in '/' or is an existing directory. The
+    source's base name is added: `cp f s3://b/p/` writes p/f, `cp s3://b/p/f
+    dir` writes dir/f. The new key or path, or None when DST names one."""
+    if dst_url:
+        at = dst_url[1]
+        if at and not at.endswith("/"):
+            return None
+    else:
+        if dst == "-" or (not dst.endswith("/") and not os.path.isdir(dst)):
+            return None
+        at = dst
+    if src_url:
+        if not src_url[1]:
+            return None  # "source needs a key", said where the source is used
+        base = src_url[1].rpartition("/")[2]
+        if base in ("", ".", ".."):
+            raise SystemExit("s3xfer: the source key's last part cannot name a file or object: give DST in full")
+    else:
+        if src == "-":
+            raise SystemExit("s3xfer: standard input has no name: give the destination key in full")
+        base = src.rpartition("/")[2]
+        if base in ("", ".", ".."):
+            raise SystemExit("s3xfer: SRC has no file name to add to DST: give DST in full")
+    return at + base if dst_url or at.endswith("/") else at + "/" + base
+
+
 class _Bar:
     """A progress bar on stderr: tqdm when installed, else a plain one."""
 
@@ -247,10 +276,17 @@ def _cp_copy(c: Client, a, src, dst, cancel: CancelToken) -> int:
 
 def _cp(c: Client, a, cancel: CancelToken) -> int:
     src, dst = _s3url(a.src), _s3url(a.dst)
-    if src and dst:
-        return _cp_copy(c, a, src, dst, cancel)
     if not src and not dst:
         raise SystemExit("s3xfer: one of SRC and DST must be an s3:// URL")
+    placed = _place(a.src, src, a.dst, dst)
+    if placed is not None:
+        if dst:
+            dst = (dst[0], placed)
+            a.dst = f"s3://{dst[0]}/{placed}"
+        else:
+            a.dst = placed
+    if src and dst:
+        return _cp_copy(c, a, src, dst, cancel)
     cfg = _config(a)
     # With --json, progress records only when asked for (--progress): what a
     # script reads does not depend on where stderr goes.
@@ -661,7 +697,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--addressing-style", default="auto", choices=["auto", "path", "virtual"])
     p.add_argument("-q", "--quiet", action="store_true")
     sub = p.add_subparsers(dest="cmd", required=True)
-    cp = sub.add_parser("cp", help="copy a file (or - for stdin/stdout) to or from s3://bucket/key; with -r "
+    cp = sub.add_parser("cp", help="copy a file (or - for stdin/stdout) to or from s3://bucket/key (a DST "
+                        "ending in '/', a bucket alone or a directory gets SRC's base name added); with -r "
                         "a directory or a prefix (docs/bulk.md)")
     sync = sub.add_parser("sync", help="make DST (a directory or s3://bucket/prefix/) hold what SRC holds")
     for sp in (cp, sync):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+import sys
 import zlib
 
 import pytest
@@ -92,6 +93,51 @@ def test_missing_key_download_leaves_nothing(cli, bucket, tmp_path):
     assert "NoSuchKey" in p.stderr.decode()
     assert not dst.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def keys(boto, bucket):
+    return sorted(o["Key"] for o in boto.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+@pytest.mark.parametrize("tool", ["native", "python"])
+def test_cp_into_a_place_adds_the_base_name(tool, cli, boto, bucket, tmp_path):
+    """A DST that names a place (a key ending in '/', the bucket alone, a local
+    directory or a path ending in '/') gets the source's base name added, as
+    with cp and the other S3 tools; both tools do the same."""
+    argv = [cli] if tool == "native" else [sys.executable, "-m", "s3xfer"]
+
+    def tool_run(*args, input=None, ok=True):
+        p = subprocess.run([*argv, *args], input=input, capture_output=True, timeout=120)
+        assert (p.returncode == 0) == ok, (args, p.returncode, p.stderr.decode())
+        return p
+
+    src = tmp_path / "report.bin"
+    data = os.urandom(70_000)
+    src.write_bytes(data)
+    tool_run("cp", str(src), f"s3://{bucket}/in/")
+    tool_run("cp", str(src), f"s3://{bucket}")
+    tool_run("cp", f"s3://{bucket}/in/report.bin", f"s3://{bucket}/copies/")
+    assert keys(boto, bucket) == ["copies/report.bin", "in/report.bin", "report.bin"]
+    assert boto.get_object(Bucket=bucket, Key="copies/report.bin")["Body"].read() == data
+
+    out = tmp_path / "out"
+    out.mkdir()
+    tool_run("cp", f"s3://{bucket}/in/report.bin", str(out))
+    tool_run("cp", f"s3://{bucket}/copies/report.bin", str(out / "sub") + "/", ok=False)  # no such directory
+    (out / "sub").mkdir()
+    tool_run("cp", f"s3://{bucket}/copies/report.bin", str(out / "sub") + "/")
+    assert (out / "report.bin").read_bytes() == data and (out / "sub" / "report.bin").read_bytes() == data
+    assert sorted(p.name for p in out.rglob("*")) == ["report.bin", "report.bin", "sub"]
+
+    # Nothing to name the object or file by: an error that says so, and nothing written.
+    p = tool_run("cp", "-", f"s3://{bucket}/in/", input=b"piped", ok=False)
+    assert b"standard input has no name" in p.stderr
+    p = tool_run("cp", f"s3://{bucket}/in/..", str(out), ok=False)  # (refused before any request)
+    assert b"cannot name a file" in p.stderr
+    p = tool_run("cp", str(tmp_path) + "/.", f"s3://{bucket}/in/", ok=False)
+    assert b"no file name" in p.stderr
+    assert keys(boto, bucket) == ["copies/report.bin", "in/report.bin", "report.bin"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["out", "report.bin", "report.bin", "report.bin", "sub"]
 
 
 def test_directory_source_is_an_error(cli, bucket, tmp_path):
