@@ -28,7 +28,9 @@ comparison only) and DYNAMIC with the robust estimator (the default), twice:
   it goes down to X times that answer instead of 1.5; S3X_FBT_TAIL_FIT=off,
   it leaves out the quantiles of its fit of the answers (point 10);
   S3X_FBT_TAIL_NEAR=X (below 1), it takes the highest candidate saving at
-  least X of the best candidate's saving instead of the best (point 11).
+  least X of the best candidate's saving instead of the best (point 11);
+  S3X_FBT_TAIL_MIN_CUTS=N, it lowers once N of the last 128 attempts were
+  cut instead of 2 (point 12; 1 is the rule before).
 
 The faults come from tests/faultproxy in front of the server with "keyed"
 decisions that leave the upload id out (key_ignore), reseeded before every
@@ -94,7 +96,7 @@ QUICK = {"size": "128MiB", "fractions": "0.1", "delays": "2-5", "no_legacy": Tru
 
 
 ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY", "S3X_FBT_TAIL_MARGIN",
-             "S3X_FBT_TAIL_FIT", "S3X_FBT_TAIL_NEAR")  # benchmark-only (core/src/xfer/retry.h)
+             "S3X_FBT_TAIL_FIT", "S3X_FBT_TAIL_NEAR", "S3X_FBT_TAIL_MIN_CUTS")  # benchmark-only (core/src/xfer/retry.h)
 
 
 def dynamics(labels):

@@ -10,6 +10,7 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     const char *e = getenv("S3X_FBT_ESTIMATOR"), *carry = getenv("S3X_FBT_CARRY");
     const char *hist = getenv("S3X_FBT_TAIL_HISTORY"), *margin = getenv("S3X_FBT_TAIL_MARGIN");
     const char *fit = getenv("S3X_FBT_TAIL_FIT"), *near = getenv("S3X_FBT_TAIL_NEAR");
+    const char *min_cuts = getenv("S3X_FBT_TAIL_MIN_CUTS");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
     f->no_carry = carry && !strcmp(carry, "off");
     if (hist) {
@@ -21,6 +22,10 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
         if (v >= 1.0 && v <= 4.0) f->tail_margin = v;
     }
     if (fit && !strcmp(fit, "off")) f->tail_fit = 0;
+    if (min_cuts) {
+        long v = strtol(min_cuts, NULL, 10);
+        if (v >= 1 && v <= 8) f->tail_min_cuts = (int)v;
+    }
     if (near) {
         double v = strtod(near, NULL);
         if (v >= 0.0 && v <= 1.0) f->tail_near = v;
@@ -41,6 +46,7 @@ void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimato
     f->tail_margin = S3X_FBT_TAIL_MARGIN;
     f->tail_fit = 1;
     f->tail_near = S3X_FBT_TAIL_NEAR;
+    f->tail_min_cuts = S3X_FBT_TAIL_MIN_CUTS;
     f->estimator = estimator == S3X_FBT_P90 ? S3X_FBT_P90 : S3X_FBT_ROBUST;
     if (knob == 0) return;
     if (knob > 0) {
@@ -230,8 +236,9 @@ static double kth_deviation(const double *s, int n, double m, int k) {
  * sent again). With share h of the attempts cut lately, lower when
  *     h x (t - low) > (1 - h) x attempt / (n + 1).
  * h counts the cuts among the last 32 attempts (carried in with the
- * answers). With an upload's numbers (t 330 ms, low 200, attempts of
- * 300 ms, n 128) one cut in 32 sets it off. The history is longer than the
+ * answers), once two of the last 128 were cut. With an upload's numbers
+ * (t 330 ms, low 200, attempts of 300 ms, n 128) one cut in 32 then sets it
+ * off. The history is longer than the
  * window because the risk falls with n: over the window's 32, a tail of 5%
  * (two cuts in 32 at a time) stayed below the bar most of the time. With a
  * heavy-tailed healthy server the slowest of more answers lies higher, and
@@ -241,10 +248,16 @@ static double kth_deviation(const double *s, int n, double m, int k) {
  * through the answers that still come in under it (each one lifts "the
  * slowest" by up to the margin), and the run-of-cuts lift and the re-base
  * above still apply (a re-base starts the history over from its answers). */
-static int popcount32(uint32_t v) {
+static int popcount64(uint64_t v) {
     int n = 0;
     for (; v; v &= v - 1) n++;
     return n;
+}
+
+/* The last 128 attempts' outcomes, newest in bit 0 of o[0]. */
+static void outcome_push(uint64_t o[2], int cut) {
+    o[1] = o[1] << 1 | o[0] >> 63;
+    o[0] = o[0] << 1 | (cut ? 1u : 0u);
 }
 
 static void hist_add(s3x_fbt *f, double v, double cap) {
@@ -324,7 +337,14 @@ static double tail_timeout(s3x_fbt *f, double t, double m, double was, int *from
     f->fit_mu = f->fit_sigma = 0;
     *from_fit = 0;
     if (n < S3X_FBT_TAIL_MIN_ANSWERS || f->samples < S3X_FBT_TAIL_MIN_SAMPLES) return t;
-    double h = (double)popcount32(f->outcomes) / 32.0, attempt = f->attempt_ms > m ? f->attempt_ms : m;
+    /* One cut in the last 128 attempts is no tail: a tail of 1% leaves one
+     * in most such stretches, and a healthy server's slowest answer now and
+     * then leaves one too. Taken for a share of 1/32 it lowered the timeout
+     * for the next 32 attempts (carried, for the next transfer too), where
+     * it could cut a healthy answer, whose cut then did the same. */
+    if (popcount64(f->outcomes[0]) + popcount64(f->outcomes[1]) < f->tail_min_cuts) return t;
+    double h = (double)popcount64(f->outcomes[0] & 0xffffffffu) / 32.0;
+    double attempt = f->attempt_ms > m ? f->attempt_ms : m;
     /* Lower to c when the time saved on the attempts cut outweighs the
      * healthy ones cut: h x (t - c) > (1 - h) x attempt x above(c). Of the
      * candidates that do, the highest saving tail_near of the best (1: the
@@ -467,7 +487,7 @@ static void maybe_rebase(s3x_fbt *f) {
 
 static void robust_on_success(s3x_fbt *f, double request_ms, double ttfb_ms) {
     f->answered++;
-    f->outcomes <<= 1;
+    outcome_push(f->outcomes, 0);
     if (request_ms > 0)
         f->attempt_ms = f->attempt_ms > 0 ? f->attempt_ms + (request_ms - f->attempt_ms) / 8.0 : request_ms;
     f->samples++;
@@ -503,7 +523,7 @@ static void robust_on_timeout(s3x_fbt *f, int64_t used_ms) {
     if (used_ms <= 0) return;
     f->cuts++;
     f->run_of_cuts++;
-    f->outcomes = f->outcomes << 1 | 1u;
+    outcome_push(f->outcomes, 1);
     window_add(f, (double)used_ms, 1);
     /* A run of cuts by the timeout in force (not an older, lower one still
      * being reported): the server slowed down, not a tail. Before the first
@@ -538,7 +558,7 @@ void s3x_fbt_start(s3x_fbt *f, int64_t body_bytes) {
  * learning can. Carried answers are kept for S3X_FBT_CARRY_MAX_AGE_S: a
  * client idle for longer starts from the starting timeout again. Cuts do
  * not enter the carried window (their values say how the last timeout
- * did, not how the server answers), but which of the last 32 attempts were
+ * did, not how the server answers), but which of the last 128 attempts were
  * cut is carried: a tail of slow attempts is the server's, and the tail
  * rule weighs its share from the first request. The carry keeps the last
  * TAIL_HISTORY answers for the tail rule; the window takes the last 32. */
@@ -581,14 +601,14 @@ static s3x_fbt_carry_slot *carry_slot(s3x_fbt_carry *c, uint64_t key) {
 void s3x_fbt_carry_cut(s3x_fbt_carry *c, uint64_t key, double now_s) {
     if (!c || !key) return;
     s3x_fbt_carry_slot *s = carry_slot(c, key);
-    s->outcomes = s->outcomes << 1 | 1u;
+    outcome_push(s->outcomes, 1);
     s->last_s = now_s;
 }
 
 void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double cap_ms, double now_s) {
     if (!c || !key) return;
     s3x_fbt_carry_slot *s = carry_slot(c, key);
-    s->outcomes <<= 1;
+    outcome_push(s->outcomes, 0);
     s->ring[s->pos] = ttfb_ms < 0 ? 0 : ttfb_ms;
     s->ring_cap[s->pos] = cap_ms > 0 ? cap_ms : 0;
     s->pos = (s->pos + 1) % S3X_FBT_TAIL_HISTORY;
@@ -604,10 +624,11 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s) {
     if (!s || s->n == 0) return;
     if (now_s - s->last_s > S3X_FBT_CARRY_MAX_AGE_S) {
         s->n = s->pos = 0; /* stale: this run starts afresh and refills it */
-        s->outcomes = 0;
+        s->outcomes[0] = s->outcomes[1] = 0;
         return;
     }
-    f->outcomes = s->outcomes;
+    f->outcomes[0] = s->outcomes[0];
+    f->outcomes[1] = s->outcomes[1];
     /* All of them to the tail rule's history, the last S3X_FBT_WINDOW to the window. */
     for (int i = 0; i < s->n; i++) {
         int at = (s->pos - s->n + i + S3X_FBT_TAIL_HISTORY) % S3X_FBT_TAIL_HISTORY; /* oldest first */

@@ -62,6 +62,9 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
 #define S3X_FBT_TAIL_MIN_ANSWERS 16 /* ... of at least this many (the slowest of fewer says little) ... */
 #define S3X_FBT_TAIL_MIN_SAMPLES 24 /* ... and answers learned from in all (a transfer's first ones are too few) */
 #define S3X_FBT_TAIL_FIT_ANSWERS 32 /* the fit of the healthy answers (retry.c, tail_fit) needs this many */
+/* ... and it lowers nothing unless this many of the last 128 attempts were
+ * cut: one cut alone is no tail (retry.c, tail_timeout). */
+#define S3X_FBT_TAIL_MIN_CUTS 2
 /* Of the tail rule's candidates, the highest whose expected saving is at
  * least this share of the best one's. 1: the best itself. Below 1 (from
  * the environment, benchmarks only) it prefers fewer healthy cuts when the
@@ -96,7 +99,7 @@ typedef struct s3x_fbt_carry_slot {
     double ring_cap[S3X_FBT_TAIL_HISTORY]; /* the timeout each came under (ms; 0: none) */
     int n, pos;
     double last_s;                /* when the last of them came (the caller's clock, seconds) */
-    uint32_t outcomes;            /* the last 32 attempts, newest in bit 0: 1 = cut */
+    uint64_t outcomes[2];         /* the last 128 attempts, newest in bit 0 of [0]: 1 = cut */
 } s3x_fbt_carry_slot;
 
 /* One per client (plain memory: the client frees it). Only the thread that
@@ -154,7 +157,8 @@ typedef struct s3x_fbt {
     double recent[S3X_FBT_RECENT]; /* the last answers (cuts not included), in arrival order */
     int recent_n, recent_pos;
     int64_t answered, cuts;        /* attempts answered in time / cut, this run */
-    uint32_t outcomes;             /* the last 32 attempts, newest in bit 0: 1 = cut (carried in too) */
+    uint64_t outcomes[2];          /* the last 128 attempts, newest in bit 0 of [0]: 1 = cut (carried in too) */
+    int tail_min_cuts;             /* S3X_FBT_TAIL_MIN_CUTS, or another from the environment (benchmarks) */
     double attempt_ms;             /* moving average of a whole answered attempt (what a re-send costs) */
     double tail_ms;                /* the lowered timeout when the tail rule set it, else 0 */
     int rule;                      /* which rule set timeout_ms (S3X_FBT_RULE_*, traces only) */
@@ -183,7 +187,8 @@ typedef struct s3x_fbt {
  * the last N answers, S3X_FBT_TAIL_MARGIN=X (1..4) go down to X times it,
  * S3X_FBT_TAIL_FIT=off leave out the quantiles of its fit,
  * S3X_FBT_TAIL_NEAR=X (0..1) take the highest candidate saving X of the best
- * (1, the default: the best itself; all six exist for
+ * (1, the default: the best itself), S3X_FBT_TAIL_MIN_CUTS=N (1..8) lower
+ * once N of the last 128 attempts were cut (2 without it; all seven exist for
  * benchmarks/slow_part_grid.py's side-by-side runs only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
