@@ -1,6 +1,7 @@
 /* Client settings, their resolution from the environment and shared files,
  * and the handle's lifetime. */
 #include "client_internal.h"
+#include "bytecopy.h"
 #include "endpoint.h"
 #include "error.h"
 #include "ini.h"
@@ -19,6 +20,8 @@ static int g_init_rc;
 static void global_init(void) {
     g_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
     s3x_xml_init();
+    const char *plain = getenv("S3X_COPY_PLAIN");
+    s3x_bytes_copy_plain = plain && !strcmp(plain, "1");
 }
 
 const char *s3x_version(void) { return S3XFER_VERSION; }

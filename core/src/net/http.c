@@ -3,6 +3,7 @@
 #include "client_internal.h"
 #include <inttypes.h>
 #include "buf.h"
+#include "bytecopy.h"
 #include "error.h"
 #include "range.h"
 #include "s3xml.h"
@@ -33,7 +34,7 @@ static int64_t pull_body(char *dst, size_t cap, void *ud) {
     if (r->read_fn) return r->read_fn(dst, cap, r->read_payload);
     size_t left = r->body_len - r->body_off;
     size_t n = left < cap ? left : cap;
-    memcpy(dst, r->body + r->body_off, n);
+    s3x_bytes_copy(dst, r->body + r->body_off, n);
     r->body_off += n;
     return (int64_t)n;
 }

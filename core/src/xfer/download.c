@@ -7,6 +7,7 @@
  * the whole object arrived, is decided by range.c: no length a server states
  * is used before it was checked there. */
 #include "checksum.h"
+#include "bytecopy.h"
 #include "filewriter.h"
 #include "error.h"
 #include "params_internal.h"
@@ -310,7 +311,7 @@ static int on_body_io(const void *data, size_t len, void *payload) {
             }
             size_t n = S3X_WRITER_BUF - s->staged;
             if (n > left) n = left;
-            memcpy(s->stage + s->staged, p, n);
+            s3x_bytes_copy(s->stage + s->staged, p, n);
             s->staged += n;
             s->got += (int64_t)n;
             p += n;
@@ -327,14 +328,14 @@ static int on_body_io(const void *data, size_t len, void *payload) {
             s3x_seterr(S3X_EINTERNAL, "a range would end past the %zu-byte buffer", R->mem_cap);
             return keep_proto_error(s);
         }
-        memcpy(R->mem + off, data, len);
+        s3x_bytes_copy(R->mem + off, data, len);
         break;
     case DST_STREAM:
         if (!s->buf || (uint64_t)s->got + len > s->buf_size) {
             s3x_seterr(S3X_EINTERNAL, "a range would end past its %zu-byte buffer", s->buf_size);
             return keep_proto_error(s);
         }
-        memcpy(s->buf + s->got, data, len);
+        s3x_bytes_copy(s->buf + s->got, data, len);
         break;
     }
     if (R->hashing == HASH_PROBE && s->index == 0) s3x_hasher_update(&R->hasher, data, len);

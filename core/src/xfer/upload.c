@@ -2,6 +2,7 @@
  * flight on the client's multi loop, parts read into pool buffers (BUFFERED)
  * or read in place at their offsets while curl sends them (UNBUFFERED). */
 #include "checksum.h"
+#include "bytecopy.h"
 #include <openssl/evp.h>
 #include "error.h"
 #include "params_internal.h"
@@ -448,7 +449,7 @@ static int feed_slot_io(run *R, slot *s) {
         if (R->src.kind == SRC_FILE) {
             rc = read_full_at(R->src.fd, b, (size_t)size, R->next_offset, R->src.path);
         } else if (R->src.kind == SRC_MEM) {
-            memcpy(b, R->src.mem + R->next_offset, (size_t)size);
+            s3x_bytes_copy(b, R->src.mem + R->next_offset, (size_t)size);
         } else {
             int64_t got = read_stream(&R->src, b, (size_t)size);
             if (got < 0) rc = (int)got;
