@@ -29,6 +29,10 @@ Runners (downloads go to a tmpfs file unless said otherwise):
   s3xfer-cli       `BUILD/s3xfer cp` to a file / from a file
   s3xfer-cli-null  `s3xfer cp s3://... -` into /dev/null (the bytes are
                    checked through a pipe in an untimed run first)
+  s3xfer-cli-plaincopy, s3xfer-cli-null-plaincopy
+                   the same two with S3X_COPY_PLAIN=1: every copy into a
+                   range buffer a plain memcpy (core/src/util/bytecopy.h),
+                   to set the pieced copy beside it in the same rounds
   s3xfer-py        drivers.py: Client.download_file / upload_file
   awscrt           limit_drivers.py: S3Client to/from a file
   obstore-get      one-stream `get` into memory (downloads)
@@ -55,8 +59,11 @@ Runners (downloads go to a tmpfs file unless said otherwise):
                    fresh tmpfs file (the kernel's cost of new tmpfs pages)
 
 Each run is a fresh process, measured from outside (benchlib.measure: wall,
-user+sys CPU and peak RSS of the client process). Rounds are interleaved
-(round i starts with runner i mod n), the first --warmup rounds untimed.
+user+sys CPU and peak RSS of the client process). Rounds are interleaved:
+each starts with the iperf3 rows, then the other runners in rotation (round
+i starts with runner i mod n of them), so each runner follows iperf3 in the
+same share of rounds; every run keeps the runner before it ("after"). The
+first --warmup rounds are untimed.
 Figures are medians of --runs. A download is sha256-checked after it is
 timed (obstore's in-memory bytes in the driver, whose check is taken out of
 its figures); an upload to nginx is checked by the bytes nginx logged for
@@ -84,10 +91,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
-DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
+DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
         "rclone", "curl", "curl-parallel-null", "curl-procs-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
         "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
+# The same runner with S3X_COPY_PLAIN=1 in its environment (benchmark-only).
+PLAIN_COPY = {"s3xfer-cli-plaincopy": "s3xfer-cli", "s3xfer-cli-null-plaincopy": "s3xfer-cli-null"}
 CURL_REFS = ("curl-parallel-null", "curl-procs-null")  # downloads into /dev/null, checked by byte counts
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
@@ -108,6 +117,8 @@ INCOMPATIBLE_WHY = ("incompatible: rclone serve s3 answers CreateMultipartUpload
 TLS_HOW = {
     "s3xfer-cli": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-cli-null": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-cli-plaincopy": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-cli-null-plaincopy": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-py": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "awscrt": "TlsContextOptions.override_default_trust_store_from_path(ca.pem), server name 127.0.0.1",
     "obstore": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
@@ -286,11 +297,25 @@ def server_proc(ctx, wl, runner):
     return srv["proc"] if srv else None
 
 
+def round_order(active, rnd):
+    """The runners of round rnd: the iperf3 rows first, then the others in
+    rotation (round i starts with the i mod n-th), so that every runner
+    follows iperf3 in the same share of rounds (a file download right after
+    iperf3 -P 8 ran slower here)."""
+    refs = [n for n in active if n.startswith("iperf3")]
+    rest = [n for n in active if n not in refs]
+    k = rnd % len(rest) if rest else 0
+    return refs + rest[k:] + rest[:k]
+
+
 def one_run(ctx, wl, runner, check_stdout=False):
     """Measures one transfer; returns the measurement with ok/error set."""
     op = "download" if wl["direction"] == "down" else "upload"
     env = client_env(ctx, wl)
     ep = env["AWS_ENDPOINT_URL"]
+    base = PLAIN_COPY.get(runner, runner)
+    if base != runner:
+        env["S3X_COPY_PLAIN"] = "1"
     # Uploads to nginx go to the served key: a client that looks for its
     # object after the upload (rclone's multi-thread copy does, even with
     # --s3-no-head) finds one of the right size there.
@@ -308,10 +333,10 @@ def one_run(ctx, wl, runner, check_stdout=False):
         m = iperf(ctx, wl, 1, into=dest)
     elif runner.startswith("iperf3-P"):
         m = iperf(ctx, wl, int(runner[len("iperf3-P"):]))
-    elif runner in ("s3xfer-cli", "s3xfer-cli-null"):
+    elif base in ("s3xfer-cli", "s3xfer-cli-null"):
         cmd = [ctx.cli, "cp", *((url, dest) if op == "download" else (src, url)), "--no-progress", "-q",
                *s3xfer_knobs(wl)]
-        if runner == "s3xfer-cli-null":
+        if base == "s3xfer-cli-null":
             cmd[3] = "-"
             m = measure(ctx, cmd, env=env, hash_out=True) if check_stdout else \
                 measure(ctx, null_stdout(cmd), env=env)
@@ -370,7 +395,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
     # Checks, after the timing.
     if not err and not runner.startswith("iperf3") and runner != "dd-tmpfs":
         if op == "download":
-            if runner == "s3xfer-cli-null":
+            if base == "s3xfer-cli-null":
                 got = m.get("out_sha256") if check_stdout else None
             elif runner in CURL_REFS:
                 got = None  # curl's ranges into /dev/null: their byte counts are checked above
@@ -724,13 +749,15 @@ def main():
                 if not x["ok"]:
                     w["runners"]["s3xfer-cli-null"]["runs"].append(x)
             total = a.warmup + runs
+            prev = None  # the runner that ran just before (kept with each run)
             for rnd in range(total):
                 measured = rnd >= a.warmup
-                k = rnd % len(active) if active else 0
-                for rn in active[k:] + active[:k]:
+                for rn in round_order(active, rnd):
                     if w["runners"][rn]["status"] != "ok":
                         continue
                     x = one_run(ctx, wl, rn)
+                    x["after"] = prev
+                    prev = rn
                     if x.get("incompatible"):
                         w["runners"][rn]["status"] = x["incompatible"]
                         w["runners"][rn]["error"] = x["error"]

@@ -90,3 +90,15 @@ def test_same_round_ratio_pairs_runs_by_round():
     # 0.5 and 0.9; the round whose iperf3 failed and the failed run are left out
     assert abs(client_limit.same_round_ratio(runs, lim) - 0.7) < 1e-9
     assert client_limit.same_round_ratio(runs, []) is None
+
+
+def test_round_order_puts_every_runner_after_iperf3_equally():
+    active = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1"]
+    after = {}
+    for rnd in range(6):
+        order = client_limit.round_order(active, rnd)
+        assert sorted(order) == sorted(active), order
+        assert order[:2] == ["iperf3-P8", "iperf3-P1"], order
+        after[order[2]] = after.get(order[2], 0) + 1
+    assert after == {"s3xfer-cli": 2, "awscrt": 2, "curl": 2}
+    assert client_limit.round_order(["iperf3-P8"], 3) == ["iperf3-P8"]
