@@ -15,7 +15,11 @@ OFF, client CPU s (user+sys) median, and the attempts cut
 --json result.
 
     benchmarks/fbt_bare.py [--size 256MiB] [--part-size 8MiB] [--concurrency 8]
-        [--runs 16] [--modes off,dynamic] [--dst-dir DIR] [--out PREFIX]
+        [--runs 16] [--modes off,dynamic] [--dst-dir DIR] [--out PREFIX|DIR] [--quick]
+
+--quick (benchmarks/run's default suite): 3 rounds unless --runs says.
+--out: PREFIX.json and PREFIX.md, or results.json and results.md in DIR
+when DIR is a directory.
 """
 
 import argparse
@@ -60,12 +64,16 @@ def main():
     ap.add_argument("--size", default="256MiB")
     ap.add_argument("--part-size", default="8MiB")
     ap.add_argument("--concurrency", type=int, default=8)
-    ap.add_argument("--runs", type=int, default=16)
+    ap.add_argument("--runs", type=int, default=None, help="rounds (default 16; --quick 3)")
+    ap.add_argument("--quick", action="store_true", help="3 rounds")
+    ap.add_argument("--clients", help=argparse.SUPPRESS)  # benchmarks/run passes it: s3xfer only here
     ap.add_argument("--modes", default="off,dynamic", help="off, dynamic, or milliseconds, comma-separated")
     ap.add_argument("--dst-dir", help="where downloads land (default: the data dir, /dev/shm when there)")
     ap.add_argument("--build")
     ap.add_argument("--out", help="write PREFIX.json and PREFIX.md")
     a = ap.parse_args()
+    if a.runs is None:
+        a.runs = 3 if a.quick else 16
     ctx = B.Ctx.__new__(B.Ctx)
     ctx.cli = os.path.join(B.build_dir(a.build), "s3xfer")
     ctx.env = B.server_env()
@@ -111,6 +119,8 @@ def main():
                                   "CPU s", "attempts cut", "runs with a cut", "requests"], rows)
     print(md)
     if a.out:
+        if os.path.isdir(a.out):
+            a.out = os.path.join(a.out, "results")
         with open(a.out + ".json", "w") as f:
             json.dump({"args": vars(a), "runs": {f"{m}/{d}": v for (m, d), v in runs.items()}}, f, indent=1)
         with open(a.out + ".md", "w") as f:
