@@ -480,3 +480,22 @@ def test_stream_survives_ranges_cut_mid_body(pclient, client, passing_bucket, pr
     fired = sum(proxy.stats()["faults"].values())
     assert seen[0] == len(data) and h.hexdigest() == sha(data)
     assert fired >= 3 and r.retries_network == fired
+
+
+def test_bad_digest_on_complete_is_not_retried(pclient, client, bucket, proxy):
+    """BadDigest in answer to CompleteMultipartUpload says the parts do not
+    make the object's declared checksum: the same completion sent again
+    cannot change that. One completion, a clear error, the upload aborted.
+    (A part's BadDigest is retried: its body is sent again from the source.)"""
+    data = os.urandom(2 * P + 1)
+    proxy.set_rules(["error:kind=complete,status=400,code=BadDigest,"
+                     "message=The%20CRC32C%20you%20specified%20did%20not%20match%20the%20calculated%20checksum"])
+    with pytest.raises(s3xfer.ChecksumMismatch) as ei:
+        pclient.upload_bytes(data, bucket, "bd", config=TransferConfig(part_size=P, max_attempts=5))
+    assert "CompleteMultipartUpload" in str(ei.value) and "BadDigest" in str(ei.value)
+    assert "attempts" not in str(ei.value), str(ei.value)
+    completes = [d for d in proxy.decisions() if d["kind"] == "complete"]
+    assert len(completes) == 1, completes
+    proxy.set_rules([])
+    assert client.list_multipart_uploads(bucket) == []
+    assert "bd" not in [o["key"] for o in client.list_objects(bucket)]

@@ -754,14 +754,17 @@ int s3x_http_retryable(const s3x_http_req *r) {
         if (!strcmp(code, "RequestTimeout")) again = 1;
         /* The server saw a body that does not match its checksum: bytes damaged
          * on the way. Every attempt sends the body again from its source (a
-         * changed file is caught separately), so a retry can succeed. */
-        else if ((r->read_fn || r->body_len) && (!strcmp(code, "BadDigest") || !strcmp(code, "InvalidDigest") ||
-                                                 !strcmp(code, "XAmzContentChecksumMismatch")))
+         * changed file is caught separately), so a retry can succeed. Not a
+         * completion's: its body is our list of parts, and its BadDigest says
+         * the parts do not make the object's declared checksum, which the
+         * same list sent again cannot change. */
+        else if ((r->read_fn || r->body_len) && strcmp(r->op, "CompleteMultipartUpload") &&
+                 (!strcmp(code, "BadDigest") || !strcmp(code, "InvalidDigest") ||
+                  !strcmp(code, "XAmzContentChecksumMismatch")))
             again = 1;
     }
     free(code);
     return again;
-    return 0;
 }
 
 void s3x_http_req_reset(s3x_client *c, s3x_http_req *r) {
