@@ -33,6 +33,9 @@ Runners (downloads go to a tmpfs file unless said otherwise):
                    the same two with S3X_COPY_PLAIN=1: every copy into a
                    range buffer a plain memcpy (core/src/util/bytecopy.h),
                    to set the pieced copy beside it in the same rounds
+  s3xfer-cli-null-nohuge  s3xfer-cli-null with S3X_POOL_NO_HUGE=1: range
+                   buffers from malloc in 4 KiB pages, not mapped for huge
+                   pages (core/src/xfer/pool.c)
   s3xfer-py        drivers.py: Client.download_file / upload_file
   awscrt           limit_drivers.py: S3Client to/from a file
   obstore-get      one-stream `get` into memory (downloads)
@@ -100,13 +103,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
-DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
+DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy",
+        "s3xfer-cli-null-nohuge", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
         "rclone", "curl", "curl-parallel-null", "curl-procs-null", "bare-get-null",
         "bare-get-copy-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
         "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
-# The same runner with S3X_COPY_PLAIN=1 in its environment (benchmark-only).
-PLAIN_COPY = {"s3xfer-cli-plaincopy": "s3xfer-cli", "s3xfer-cli-null-plaincopy": "s3xfer-cli-null"}
+# The same runner with a benchmark-only switch in its environment.
+VARIANTS = {"s3xfer-cli-plaincopy": ("s3xfer-cli", "S3X_COPY_PLAIN"),
+            "s3xfer-cli-null-plaincopy": ("s3xfer-cli-null", "S3X_COPY_PLAIN"),
+            "s3xfer-cli-null-nohuge": ("s3xfer-cli-null", "S3X_POOL_NO_HUGE")}
 CURL_REFS = ("curl-parallel-null", "curl-procs-null")  # downloads into /dev/null, checked by byte counts
 BARE = {"bare-get-null": "discard", "bare-get-copy-null": "copy"}  # benchmarks/bare_get.c, plain HTTP only
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
@@ -130,6 +136,7 @@ TLS_HOW = {
     "s3xfer-cli-null": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-cli-plaincopy": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-cli-null-plaincopy": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-cli-null-nohuge": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-py": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "awscrt": "TlsContextOptions.override_default_trust_store_from_path(ca.pem), server name 127.0.0.1",
     "obstore": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
@@ -324,9 +331,9 @@ def one_run(ctx, wl, runner, check_stdout=False):
     op = "download" if wl["direction"] == "down" else "upload"
     env = client_env(ctx, wl)
     ep = env["AWS_ENDPOINT_URL"]
-    base = PLAIN_COPY.get(runner, runner)
-    if base != runner:
-        env["S3X_COPY_PLAIN"] = "1"
+    base, switch = VARIANTS.get(runner, (runner, None))
+    if switch:
+        env[switch] = "1"
     # Uploads to nginx go to the served key: a client that looks for its
     # object after the upload (rclone's multi-thread copy does, even with
     # --s3-no-head) finds one of the right size there.

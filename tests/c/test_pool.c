@@ -426,6 +426,36 @@ static void test_oom(void) {
     s3x_pool_release(&p);
 }
 
+/* Buffers of 2 MiB and more are mapped on a 2 MiB boundary (so the kernel
+ * can back them with huge pages), keep their exact size for the counters,
+ * and are whole: every byte written and read back, the odd tail too. */
+static void test_large_buffers(void) {
+    const size_t sizes[] = {(size_t)2 << 20, ((size_t)5 << 20) + 100, (size_t)8 << 20};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        s3x_pool p;
+        s3x_pool_init(&p, S3X_POOL_CACHE, sizes[k], 0);
+        char *a = s3x_pool_get(&p, NULL), *b = s3x_pool_get(&p, NULL);
+        CHECK(a && b, "two buffers of %zu bytes", sizes[k]);
+        if (!a || !b) continue;
+#if !defined(__SANITIZE_ADDRESS__)
+        CHECK(((uintptr_t)a & ((2u << 20) - 1)) == 0 && ((uintptr_t)b & ((2u << 20) - 1)) == 0,
+              "start on a 2 MiB boundary (%p, %p)", (void *)a, (void *)b);
+#endif
+        memset(a, 0x5A, sizes[k]);
+        memset(b, 0xA5, sizes[k]);
+        CHECK(a[0] == 0x5A && a[sizes[k] - 1] == 0x5A && (unsigned char)b[sizes[k] - 1] == 0xA5,
+              "each is its own %zu bytes", sizes[k]);
+        CHECK_EQ(p.held_bytes, (int64_t)(2 * sizes[k]), "counted at their exact size");
+        s3x_pool_put(&p, a, sizes[k]);
+        CHECK(s3x_pool_get(&p, NULL) == a, "a kept buffer is handed out again");
+        s3x_pool_put(&p, a, sizes[k]);
+        s3x_pool_put(&p, b, sizes[k]);
+        s3x_pool_release(&p);
+        CHECK_EQ(p.held_bytes, 0, "and all released");
+        CHECK_EQ(p.alive, 0, "none alive");
+    }
+}
+
 int main(void) {
     test_malloc_kind();
     test_cache_kind();
@@ -438,5 +468,6 @@ int main(void) {
     test_upload_pattern();
     test_bounded_reused_with_lower_concurrency();
     test_oom();
+    test_large_buffers();
     return tap_summary("test_pool");
 }

@@ -1,7 +1,78 @@
 #include "pool.h"
 #include "s3xfer/params.h"
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Part buffers of a few MiB are mapped on their own, starting on a 2 MiB
+ * boundary, and offered to the kernel for transparent huge pages (where it
+ * has them on madvise, as Debian's default is). A part buffer's pages are
+ * first touched once per process by the bytes that fill it: in 4 KiB pages
+ * an 8 MiB buffer takes 2,048 page faults, in huge pages 4 (docs/
+ * performance.md, "Part buffers in huge pages"). The buffer keeps its exact
+ * size: only whole 2 MiB pieces inside it can be huge pages, the rest is
+ * 4 KiB pages, so what it costs the memory budget is what it holds. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_MIN ((size_t)2 << 20)
+
+/* Under AddressSanitizer part buffers stay malloc's, which it guards. */
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_SANITIZED 1
+#endif
+#endif
+
+static int huge_off;
+static pthread_once_t huge_once = PTHREAD_ONCE_INIT;
+
+/* S3X_POOL_NO_HUGE=1 (benchmarks only: the same build with and without)
+ * keeps every buffer malloc's. Read once, so a buffer is freed the way it
+ * was made. */
+static void huge_init(void) {
+    const char *v = getenv("S3X_POOL_NO_HUGE");
+    huge_off = v && *v && strcmp(v, "0") != 0;
+#ifdef POOL_SANITIZED
+    huge_off = 1;
+#endif
+}
+
+static int mapped(size_t size) {
+    pthread_once(&huge_once, huge_init);
+    return size >= HUGE_MIN && !huge_off;
+}
+
+static size_t page_round(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+static char *buffer_new(size_t size) {
+    if (!mapped(size)) return malloc(size ? size : 1);
+    if (size > SIZE_MAX / 2) return NULL;
+    size_t len = page_round(size);
+    char *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    /* Keep the len bytes from the first 2 MiB boundary; unmap the rest. */
+    char *b = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (b > m) munmap(m, (size_t)(b - m));
+    munmap(b + len, (size_t)(m + len + HUGE_PAGE - (b + len)));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(b, len, MADV_HUGEPAGE); /* a hint: refused or ignored, the buffer is the same */
+#endif
+    return b;
+}
+
+static void buffer_free(char *buf, size_t size) {
+    if (mapped(size))
+        munmap(buf, page_round(size));
+    else
+        free(buf);
+}
 
 void s3x_pool_init(s3x_pool *p, int kind, size_t buf_size, int max_buffers) {
     memset(p, 0, sizeof *p);
@@ -11,7 +82,7 @@ void s3x_pool_init(s3x_pool *p, int kind, size_t buf_size, int max_buffers) {
 }
 
 static void free_buffer(s3x_pool *p, char *buf, size_t size) {
-    free(buf);
+    buffer_free(buf, size);
     if (p->budget) p->budget->used -= (int64_t)size;
     p->alive--;
     p->held_bytes -= (int64_t)size;
@@ -72,7 +143,7 @@ char *s3x_pool_get(s3x_pool *p, int *oom) {
             return NULL;
         }
     }
-    char *b = malloc(p->buf_size ? p->buf_size : 1);
+    char *b = buffer_new(p->buf_size);
     if (!b) {
         if (oom) *oom = 1;
         return NULL;
