@@ -1552,6 +1552,57 @@ static void test_carry_stale(void) {
     csim_carry = NULL;
 }
 
+static void test_with_waiting(void) {
+    /* A transfer's first wave: four answers (230, 360, then 60 and 90 ms on
+     * the same connections) and six attempts sent with the first two still
+     * waiting. The answers alone set 790 ms (median 160 plus five spreads);
+     * counted at their ages, the six hold the timeout above them for as
+     * long as they wait. */
+    s3x_fbt f;
+    robust_init(&f, 8);
+    s3x_fbt_start(&f, 8 << 20);
+    const double first[] = {230, 360, 60, 90};
+    for (int i = 0; i < 4; i++) s3x_fbt_on_success(&f, 900.0, first[i]);
+    int64_t alone = s3x_fbt_current(&f);
+    CHECK(alone >= 780 && alone <= 800, "answers alone: %lld ms (median and spread)", (long long)alone);
+    for (double age = 400; age <= 1600; age += 300) {
+        double ages[8] = {age, age - 5, age - 10, age - 15, age - 20, age - 25, 30, 20};
+        int64_t t = s3x_fbt_with_waiting(&f, ages, 8);
+        CHECK(t > age, "six waiting %.0f ms: timeout %lld ms, above them", age, (long long)t);
+    }
+    /* Past the ceiling the estimate is none at all. */
+    double long_ages[6] = {2000, 2000, 2000, 2000, 2000, 2000};
+    CHECK_EQ(s3x_fbt_with_waiting(&f, long_ages, 6), 0, "six waiting 2 s: 3 medians pass the ceiling, no timeout");
+    /* Young attempts (below the median) change nothing. */
+    double young[3] = {20, 30, 40};
+    CHECK_EQ(s3x_fbt_with_waiting(&f, young, 3), alone, "attempts younger than the median: the answers' timeout");
+
+    /* A held attempt among a full window of answers moves it little,
+     * whatever its age: it is still cut. */
+    s3x_fbt g;
+    s3x_rng r;
+    s3x_rng_seed(&r, 5);
+    robust_init(&g, 4);
+    s3x_fbt_start(&g, 5 << 20);
+    for (int i = 0; i < 40; i++) s3x_fbt_on_success(&g, 400.0, 200.0 + 100.0 * s3x_rng_uniform(&r));
+    int64_t healthy = s3x_fbt_current(&g);
+    for (double age = 1000; age <= 4000; age += 1000) {
+        double ages[4] = {age, 100, 50, 10};
+        int64_t t = s3x_fbt_with_waiting(&g, ages, 4);
+        CHECK(t >= healthy && t < 1.15 * (double)healthy && t < age,
+              "one held %.0f ms among 40 answers: %lld ms (answers alone %lld)", age, (long long)t, (long long)healthy);
+    }
+    /* Leaves the tail rule's lowered timeout, the start and the lift alone. */
+    s3x_fbt h;
+    robust_init(&h, 4);
+    s3x_fbt_start(&h, 5 << 20);
+    double six[6] = {1500, 1500, 1500, 1500, 1500, 1500};
+    CHECK_EQ(s3x_fbt_with_waiting(&h, six, 6), s3x_fbt_current(&h), "before any answer: the starting timeout");
+    g.no_waiting = 1;
+    double ages[4] = {3000, 3000, 3000, 3000};
+    CHECK_EQ(s3x_fbt_with_waiting(&g, ages, 4), healthy, "S3X_FBT_WAITING=off: the answers' timeout");
+}
+
 int main(void) {
     test_rng();
     test_backoff();
@@ -1577,5 +1628,6 @@ int main(void) {
     test_tail_knobs();
     test_tail_min_cuts();
     test_carry_outcomes();
+    test_with_waiting();
     return tap_summary("test_retry");
 }

@@ -19,7 +19,8 @@
 /* ---- the server: 404 for keys with "bad", 503 once per path for "flaky",
  * else 200 "ok"; keys "held-N" wait 2 s before the first answer for N = 10,
  * keys "late-N" 400 ms before every answer for N >= 8; keys "lasthold-N" wait
- * 2 s before the first answer for N = 15 ------------------------------------------ */
+ * 2 s before the first answer for N = 15; keys "wave*-N" 400 ms before the
+ * first answer for N = 1-3, 80 ms before every other ---------------------------- */
 
 static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
 static char seen[256][128];
@@ -56,6 +57,7 @@ static void *serve_conn(void *arg) {
         if (strstr(path, "held") && index == 10 && first_time(path)) usleep(2000 * 1000);
         if (strstr(path, "late") && index >= 8) usleep(400 * 1000);
         if (strstr(path, "lasthold") && index == 15 && first_time(path)) usleep(2000 * 1000);
+        if (strstr(path, "wave")) usleep(index >= 1 && index <= 3 && first_time(path) ? 700 * 1000 : 200 * 1000);
         const char *resp;
         if (strstr(path, "bad"))
             resp = "HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: 62\r\n\r\n"
@@ -358,6 +360,44 @@ int main(void) {
         CHECK(s3x_fbt_current(&l.x.fbt) > 400, "the timeout rose above the late answers: %lld ms",
               (long long)s3x_fbt_current(&l.x.fbt));
         one_done(&s, &l);
+    }
+
+    /* A first wave of four requests, three of them answered after 700 ms,
+     * the other lane's answers after 200 ms (an upload's starting timeout,
+     * 1.6 s, holds until the third answer, at 600 ms): the window's timeout
+     * is then 3 medians, 600 ms, and the answers of requests sent after the
+     * three would have them cut at once. Counted at their ages
+     * (s3x_fbt_with_waiting), the three hold the timeout above them until
+     * they answer (the fourth answer, at 800 ms, would outnumber them);
+     * with S3X_FBT_WAITING=off's rule they are cut. */
+    for (int waiting = 1; waiting >= 0; waiting--) {
+        s3x_sched s;
+        one w;
+        const char *prefix = waiting ? "wave" : "wavenot";
+        s3x_sched_init(&s, cl, 4);
+        memset(&w, 0, sizeof w);
+        w.c.id = 1;
+        w.c.prefix = prefix;
+        w.c.nparts = 12;
+        s3x_xfer_init(&w.x, cl, S3X_SCOPE_UPLOAD);
+        s3x_xfer_set(&w.x, S3X_PARAM_SLOW_PART_TIMEOUT, S3X_SLOW_PART_DYNAMIC);
+        s3x_xfer_set(&w.x, S3X_PARAM_PART_SIZE, 5 << 20);
+        s3x_xfer_begin(&w.x, &w.res);
+        w.t.what = "test of";
+        w.t.bucket = "bkt";
+        w.t.key = prefix;
+        w.x.fbt.no_waiting = !waiting;
+        w.x.fbt.no_carry = 1; /* from nothing, as a fresh client's first transfer */
+        s3x_sched_add(&s, &w.t, &test_kind, &w.c, &w.x, 4, 0);
+        CHECK(s3x_sched_run(&s) == 0, "%s: the transfer succeeds: %s", prefix, s3x_error_last()->message);
+        CHECK(w.c.taken == 12, "%s: every part taken (%d/12)", prefix, w.c.taken);
+        if (waiting)
+            CHECK(w.res.retries_first_byte == 0, "the waiting counted: %lld re-sends of the slow first wave, want none",
+                  (long long)w.res.retries_first_byte);
+        else
+            CHECK(w.res.retries_first_byte == 3, "answers alone: the three slow first-wave parts cut (%lld re-sends)",
+                  (long long)w.res.retries_first_byte);
+        one_done(&s, &w);
     }
 
     s3x_client_free(cl);

@@ -10,9 +10,10 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     const char *e = getenv("S3X_FBT_ESTIMATOR"), *carry = getenv("S3X_FBT_CARRY");
     const char *hist = getenv("S3X_FBT_TAIL_HISTORY"), *margin = getenv("S3X_FBT_TAIL_MARGIN");
     const char *fit = getenv("S3X_FBT_TAIL_FIT"), *near = getenv("S3X_FBT_TAIL_NEAR");
-    const char *min_cuts = getenv("S3X_FBT_TAIL_MIN_CUTS");
+    const char *min_cuts = getenv("S3X_FBT_TAIL_MIN_CUTS"), *waiting = getenv("S3X_FBT_WAITING");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
     f->no_carry = carry && !strcmp(carry, "off");
+    f->no_waiting = waiting && !strcmp(waiting, "off");
     if (hist) {
         long v = strtol(hist, NULL, 10);
         if (v >= S3X_FBT_TAIL_MIN_ANSWERS && v <= S3X_FBT_TAIL_HISTORY) f->hist_cap = (int)v;
@@ -459,6 +460,41 @@ static void robust_update(s3x_fbt *f) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The window's answers leave out the attempts still waiting, and at a
+ * transfer's start those are the slow ones: eight parts sent together, the
+ * first two answered after 230 and 360 ms and the next on their connections
+ * after 60-90, set a median near 150 ms and cut the six still waiting at
+ * 0.3-0.7 s, on a server that answered them all within 1.6 s. Counted at
+ * their ages, the six hold the median up with them: while most attempts
+ * are waiting, no relative timeout falls below them. One attempt held among
+ * a window of answers moves the median by half a rank, whatever its age. */
+int64_t s3x_fbt_with_waiting(const s3x_fbt *f, const double *ages_ms, int n) {
+    int64_t cur = s3x_fbt_current(f);
+    if (cur <= 0 || !s3x_fbt_relative(f) || f->no_waiting || n <= 0 || f->win_n == 0) return cur;
+    if (f->rule != S3X_FBT_RULE_MIN && f->rule != S3X_FBT_RULE_MEDIANS && f->rule != S3X_FBT_RULE_SPREAD &&
+        f->rule != S3X_FBT_RULE_SLOWEST)
+        return cur;
+    double old[S3X_FBT_WAITING_MAX], v[S3X_FBT_WINDOW + S3X_FBT_WAITING_MAX];
+    int k = 0;
+    for (int i = 0; i < n && k < S3X_FBT_WAITING_MAX; i++)
+        if (ages_ms[i] > f->median_ms) old[k++] = ages_ms[i];
+    if (k == 0) return cur;
+    qsort(old, (size_t)k, sizeof old[0], cmp_double);
+    /* Merge with the sorted window. */
+    int a = 0, b = 0, m = 0;
+    while (a < f->win_n || b < k) v[m++] = b >= k || (a < f->win_n && f->sorted[a] <= old[b]) ? f->sorted[a++] : old[b++];
+    double med = m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+    double mad = m % 2 ? kth_deviation(v, m, med, m / 2)
+                       : (kth_deviation(v, m, med, m / 2 - 1) + kth_deviation(v, m, med, m / 2)) / 2;
+    double t = S3X_FBT_MIN_MS;
+    if (S3X_FBT_MEDIAN_MULT * med > t) t = S3X_FBT_MEDIAN_MULT * med;
+    if (med + S3X_FBT_SPREAD_MULT * 1.4826 * mad > t) t = med + S3X_FBT_SPREAD_MULT * 1.4826 * mad;
+    if (f->samples < S3X_FBT_SETTLED && S3X_FBT_START_MULT * f->slowest_ms > t) t = S3X_FBT_START_MULT * f->slowest_ms;
+    if (t > S3X_FBT_CEILING_MS) return 0;
+    int64_t ms = (int64_t)llround(t);
+    return ms > cur ? ms : cur;
 }
 
 /* Re-base when the last answers left the window's distribution as a whole:

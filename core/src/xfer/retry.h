@@ -178,6 +178,7 @@ typedef struct s3x_fbt {
     uint64_t carry_key;            /* where this run's answers go; 0: nowhere */
     int64_t raises;                /* times the timeout was doubled for a burst of cuts */
     int64_t rebases;               /* times the window was replaced by the recent answers */
+    int no_waiting;                /* S3X_FBT_WAITING=off in the environment (benchmarks only) */
 } s3x_fbt;
 
 /* knob: S3X_SLOW_PART_OFF, S3X_SLOW_PART_DYNAMIC or a fixed timeout in ms.
@@ -188,8 +189,9 @@ typedef struct s3x_fbt {
  * S3X_FBT_TAIL_FIT=off leave out the quantiles of its fit,
  * S3X_FBT_TAIL_NEAR=X (0..1) take the highest candidate saving X of the best
  * (1, the default: the best itself), S3X_FBT_TAIL_MIN_CUTS=N (1..8) lower
- * once N of the last 128 attempts were cut (2 without it; all seven exist for
- * benchmarks/slow_part_grid.py's side-by-side runs only). */
+ * once N of the last 128 attempts were cut (2 without it), S3X_FBT_WAITING=off
+ * leave the waiting attempts out of the relative rules (s3x_fbt_with_waiting;
+ * all eight exist for side-by-side benchmark runs only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);
 /* DYNAMIC (ROBUST): sets the starting timeout for a transfer whose part
@@ -222,6 +224,16 @@ void s3x_fbt_resume(s3x_fbt *f, s3x_fbt_carry *c, uint64_t key, double now_s);
 void s3x_fbt_carry_add(s3x_fbt_carry *c, uint64_t key, double ttfb_ms, double cap_ms, double now_s);
 /* ... and an attempt cut (counted among the last 32 attempts, not an answer). */
 void s3x_fbt_carry_cut(s3x_fbt_carry *c, uint64_t key, double now_s);
+/* DYNAMIC (ROBUST): the timeout in force for the attempts now waiting for
+ * their first byte, which waited ages_ms[0..n) so far. The relative rules
+ * (floor, medians, spread, slowest) are read over the window together with
+ * the waiting attempts older than its median, each counted at its age ("at
+ * least this long"): the answers alone leave out the slow ones still
+ * waiting, which are judged by them. Never below s3x_fbt_current; 0 (none)
+ * when that is 0 or the estimate passes S3X_FBT_CEILING_MS. The tail rule,
+ * the lift and the starting timeout are left as they are. */
+int64_t s3x_fbt_with_waiting(const s3x_fbt *f, const double *ages_ms, int n);
+#define S3X_FBT_WAITING_MAX 64 /* waiting attempts looked at, at most */
 /* A request finished well: its whole duration and its time to first byte
  * (for a request with a body, counted from when the body was sent). */
 void s3x_fbt_on_success(s3x_fbt *f, double request_ms, double ttfb_ms);

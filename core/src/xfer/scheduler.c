@@ -272,13 +272,20 @@ static void fb_look(s3x_transfer *t, fb_view *v) {
     if (v->fbt <= 0) return;
     v->relative = s3x_fbt_relative(&t->x->fbt);
     v->more = t->kind->more(t);
+    double ages[S3X_FBT_WAITING_MAX], now = s3x_now();
+    int nages = 0;
     for (int i = 0; i < t->nparts; i++) {
         s3x_part *p = s3x_transfer_part(t, i);
         if (p->state == S3X_PART_QUEUED || p->state == S3X_PART_RETRY_WAIT) v->more = 1;
         if (p->state != S3X_PART_INFLIGHT) continue;
         v->waiting++;
         note_answer(t, &p->req, v->fbt);
+        const s3x_http_req *r = &p->req;
+        if (r->t_sent > 0 && r->t_first_byte <= 0 && nages < S3X_FBT_WAITING_MAX)
+            ages[nages++] = (now - r->t_sent) * 1000.0;
     }
+    /* The attempts waiting count in the relative timeout at their ages (retry.h). */
+    if (v->relative) v->fbt = s3x_fbt_with_waiting(&t->x->fbt, ages, nages);
 }
 
 /* When p's attempt in flight is to be cut (s3x_now() clock), 0: not timed. */
