@@ -15,7 +15,12 @@ OFF, client CPU s (user+sys) median, and the attempts cut
 --json result.
 
     benchmarks/fbt_bare.py [--size 256MiB] [--part-size 8MiB] [--concurrency 8]
-        [--runs 16] [--modes off,dynamic] [--dst-dir DIR] [--out PREFIX|DIR] [--quick]
+        [--runs 16] [--modes off,dynamic] [--env-variant NAME=VALUE ...] [--dst-dir DIR]
+        [--out PREFIX|DIR] [--quick]
+
+--env-variant NAME=VALUE (repeatable): one more mode, "dynamic NAME=VALUE",
+DYNAMIC with that benchmark-only knob in the environment (one of
+slow_part_grid.ENV_KNOBS, core/src/xfer/retry.h), for A/B runs.
 
 --quick (benchmarks/run's default suite): 3 rounds unless --runs says.
 --out: PREFIX.json and PREFIX.md, or results.json and results.md in DIR
@@ -33,15 +38,19 @@ import benchlib as B  # noqa: E402
 
 
 def one(ctx, mode, direction):
+    env = ctx.env
+    if mode.startswith("dynamic "):  # an --env-variant
+        name, _, value = mode[len("dynamic "):].partition("=")
+        env = dict(env, **{name: value})
     if direction == "upload":
-        src, dst = ctx.path, f"s3://{ctx.bucket}/up-{mode}"
+        src, dst = ctx.path, f"s3://{ctx.bucket}/up-{mode.split(' ')[0]}"
     else:
         src, dst = f"s3://{ctx.bucket}/obj", ctx.dl
         if os.path.exists(dst):
             os.unlink(dst)
-    cmd = [ctx.cli, "cp", "--json", "--no-progress", "--slow-part-timeout", mode, "--part-size", ctx.part,
-           "--concurrency", str(ctx.conc), src, dst]
-    m = B.measure(cmd, env=ctx.env)
+    cmd = [ctx.cli, "cp", "--json", "--no-progress", "--slow-part-timeout", mode.split(" ")[0], "--part-size",
+           ctx.part, "--concurrency", str(ctx.conc), src, dst]
+    m = B.measure(cmd, env=env)
     res = {}
     for line in m["stdout"].splitlines():
         try:
@@ -68,6 +77,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 rounds")
     ap.add_argument("--clients", help=argparse.SUPPRESS)  # benchmarks/run passes it: s3xfer only here
     ap.add_argument("--modes", default="off,dynamic", help="off, dynamic, or milliseconds, comma-separated")
+    ap.add_argument("--env-variant", action="append", default=[], metavar="NAME=VALUE",
+                    help="add DYNAMIC with NAME=VALUE in the environment (repeatable)")
     ap.add_argument("--dst-dir", help="where downloads land (default: the data dir, /dev/shm when there)")
     ap.add_argument("--build")
     ap.add_argument("--out", help="write PREFIX.json and PREFIX.md")
@@ -87,6 +98,12 @@ def main():
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     if "off" not in modes:
         modes.insert(0, "off")
+    from slow_part_grid import ENV_KNOBS
+    for v in a.env_variant:
+        name, eq, _ = v.partition("=")
+        if not eq or name not in ENV_KNOBS:
+            ap.error(f"--env-variant {v}: NAME=VALUE with NAME one of {', '.join(ENV_KNOBS)}")
+        modes.append(f"dynamic {v}")
     runs = {(m, d): [] for m in modes for d in ("upload", "download")}
     try:
         admin.put(ctx.path, ctx.bucket, "obj")
