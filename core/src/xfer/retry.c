@@ -227,6 +227,14 @@ static double kth_deviation(const double *s, int n, double m, int k) {
     return d;
 }
 
+/* The median of a sorted s[0..n) (n > 0) and its median absolute deviation. */
+static void median_mad(const double *s, int n, double *m_out, double *mad_out) {
+    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    *m_out = m;
+    *mad_out = n % 2 ? kth_deviation(s, n, m, n / 2)
+                     : (kth_deviation(s, n, m, n / 2 - 1) + kth_deviation(s, n, m, n / 2)) / 2;
+}
+
 /* The tail rule. The relative timeout aims above the healthy answers, so
  * that it hardly ever cuts one; while a tail of slow attempts is being cut,
  * each of them waits out that margin. Going down to TAIL_MARGIN x the
@@ -402,9 +410,8 @@ static void robust_update(s3x_fbt *f) {
     f->rule = S3X_FBT_RULE_NONE;
     double m = 0;
     if (n > 0) {
-        m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-        double mad = n % 2 ? kth_deviation(s, n, m, n / 2)
-                           : (kth_deviation(s, n, m, n / 2 - 1) + kth_deviation(s, n, m, n / 2)) / 2;
+        double mad;
+        median_mad(s, n, &m, &mad);
         f->median_ms = m;
         f->spread_ms = 1.4826 * mad; /* the standard deviation, were the healthy times normal */
     }
@@ -485,9 +492,8 @@ int64_t s3x_fbt_with_waiting(const s3x_fbt *f, const double *ages_ms, int n) {
     /* Merge with the sorted window. */
     int a = 0, b = 0, m = 0;
     while (a < f->win_n || b < k) v[m++] = b >= k || (a < f->win_n && f->sorted[a] <= old[b]) ? f->sorted[a++] : old[b++];
-    double med = m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
-    double mad = m % 2 ? kth_deviation(v, m, med, m / 2)
-                       : (kth_deviation(v, m, med, m / 2 - 1) + kth_deviation(v, m, med, m / 2)) / 2;
+    double med, mad;
+    median_mad(v, m, &med, &mad);
     double t = S3X_FBT_MIN_MS;
     if (S3X_FBT_MEDIAN_MULT * med > t) t = S3X_FBT_MEDIAN_MULT * med;
     if (med + S3X_FBT_SPREAD_MULT * 1.4826 * mad > t) t = med + S3X_FBT_SPREAD_MULT * 1.4826 * mad;
