@@ -11,9 +11,11 @@ void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency) {
     const char *hist = getenv("S3X_FBT_TAIL_HISTORY"), *margin = getenv("S3X_FBT_TAIL_MARGIN");
     const char *fit = getenv("S3X_FBT_TAIL_FIT"), *near = getenv("S3X_FBT_TAIL_NEAR");
     const char *min_cuts = getenv("S3X_FBT_TAIL_MIN_CUTS"), *waiting = getenv("S3X_FBT_WAITING");
+    const char *broad = getenv("S3X_FBT_BROAD");
     s3x_fbt_init_ex(f, knob, concurrency, e && !strcmp(e, "p90") ? S3X_FBT_P90 : S3X_FBT_ROBUST);
     f->no_carry = carry && !strcmp(carry, "off");
     f->no_waiting = waiting && !strcmp(waiting, "off");
+    f->no_broad = broad && !strcmp(broad, "off");
     if (hist) {
         long v = strtol(hist, NULL, 10);
         if (v >= S3X_FBT_TAIL_MIN_ANSWERS && v <= S3X_FBT_TAIL_HISTORY) f->hist_cap = (int)v;

@@ -332,6 +332,33 @@ static int poll_timeout_ms(s3x_sched *s) {
     return ms < 1 ? 1 : (int)ms;
 }
 
+/* Most lanes waiting at once (retry.h, S3X_FBT_BROAD_MIN): a server that
+ * answers two connections while six wait, as SeaweedFS does now and then at
+ * an upload's start, would have the six cut by the answers of the two and
+ * re-sent behind the same work. Each attempt waiting half the timeout or
+ * longer then keeps UNSEEN_MULT timeouts while it waits (its floor), so the
+ * answers that follow cannot cut it at one. */
+static void hold_broad(s3x_transfer *t, const fb_view *v) {
+    if (!v->relative || v->fbt <= 0 || t->x->fbt.no_broad) return;
+    int lanes = t->nparts < t->sched->max_conns ? t->nparts : t->sched->max_conns;
+    double now = s3x_now(), half_s = (double)v->fbt / 2000.0;
+    int n = 0;
+    for (int i = 0; i < t->nparts; i++) {
+        const s3x_part *p = s3x_transfer_part(t, i);
+        const s3x_http_req *r = &p->req;
+        if (p->state == S3X_PART_INFLIGHT && r->t_sent > 0 && r->t_first_byte <= 0 && now - r->t_sent >= half_s) n++;
+    }
+    if (n < S3X_FBT_BROAD_MIN || 2 * n <= lanes) return;
+    double floor_ms = S3X_FBT_UNSEEN_MULT * (double)v->fbt;
+    for (int i = 0; i < t->nparts; i++) {
+        s3x_part *p = s3x_transfer_part(t, i);
+        const s3x_http_req *r = &p->req;
+        if (p->state == S3X_PART_INFLIGHT && r->t_sent > 0 && r->t_first_byte <= 0 && now - r->t_sent >= half_s &&
+            p->fb_floor_ms < floor_ms)
+            p->fb_floor_ms = floor_ms;
+    }
+}
+
 /* Cuts the attempts in flight that are past their due time (fb_due), the
  * most overdue first, each learned from before the next is looked at: the
  * parts sent together reach a timeout together, and when the first cuts
@@ -342,6 +369,7 @@ static void check_first_byte(s3x_transfer *t) {
         fb_view v;
         fb_look(t, &v);
         if (v.fbt <= 0) return;
+        hold_broad(t, &v);
         double now = s3x_now(), worst = 0;
         s3x_part *cut = NULL;
         int64_t used = 0;

@@ -60,7 +60,8 @@ typedef struct s3x_part {
     int fb_timeout;            /* the last attempt was cut by the first-byte timeout */
     int64_t fb_timeout_used;   /* ... how long it was given, ms (scheduler.c: fb_due) */
     double fb_floor_ms;        /* DYNAMIC: the learned timeout in force when this attempt started
-                                  (0 while none is learned); it keeps it if the timeout falls */
+                                  (0 while none is learned); it keeps it if the timeout falls;
+                                  raised while most lanes wait (scheduler.c, hold_broad) */
     s3x_http_req req;
     struct s3x_transfer *t;
 } s3x_part;

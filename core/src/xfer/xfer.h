@@ -92,8 +92,9 @@ void s3x_xfer_learn_cut(s3x_xfer *x, int64_t used_ms);
 /* S3X_FBT_TRACE=FILE in the environment (benchmarks only): one JSON line per
  * part attempt that ended (answered, failed or cut) is appended to FILE:
  * its times (monotonic seconds, 0: not reached), whether it was cut and
- * after how long (given_ms), DYNAMIC's learned timeout when it was sent
- * (judged_ms, 0 before one was learned and in the other modes), and the
+ * after how long (given_ms), DYNAMIC's floor for it (judged_ms: the learned
+ * timeout when it was sent, or the broad hold's if higher, scheduler.c;
+ * 0 before one was learned and in the other modes), and the
  * timeout's state when it ended (with the rule that set it,
  * s3x_fbt_rule_name). Call before the attempt is learned from. */
 void s3x_xfer_trace_attempt(const s3x_xfer *x, const s3x_http_req *r, int slot, int attempt, int cut,
