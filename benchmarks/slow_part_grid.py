@@ -96,7 +96,8 @@ QUICK = {"size": "128MiB", "fractions": "0.1", "delays": "2-5", "no_legacy": Tru
 
 
 ENV_KNOBS = ("S3X_FBT_ESTIMATOR", "S3X_FBT_CARRY", "S3X_FBT_TAIL_HISTORY", "S3X_FBT_TAIL_MARGIN",
-             "S3X_FBT_TAIL_FIT", "S3X_FBT_TAIL_NEAR", "S3X_FBT_TAIL_MIN_CUTS", "S3X_FBT_WAITING")  # benchmark-only (core/src/xfer/retry.h)
+             "S3X_FBT_TAIL_FIT", "S3X_FBT_TAIL_NEAR", "S3X_FBT_TAIL_MIN_CUTS", "S3X_FBT_WAITING",
+             "S3X_FBT_BROAD")  # benchmark-only (core/src/xfer/retry.h)
 
 
 def dynamics(labels):
