@@ -82,11 +82,11 @@ enum { S3X_FBT_ROBUST = 0, S3X_FBT_P90 = 1 };
  * many timeouts (a server that slowed down for everyone is not cut at its
  * first late answers; a part held while later ones answer is cut at one). */
 #define S3X_FBT_UNSEEN_MULT 4.0
-/* ... and when at least this many attempts of a transfer, and more than half
- * its lanes, have waited half the timeout or longer at once, the server is
- * slow for most of its requests rather than stuck on a few (a re-send would
- * queue behind the same work): each of them gets UNSEEN_MULT timeouts,
- * kept while it waits. */
+/* ... and when at least this many attempts sent before a transfer's first
+ * answer, and more than half its lanes, have waited half the timeout or
+ * longer at once, the server is working through its first wave in an order
+ * of its own rather than stuck on a few (a re-send would queue behind the
+ * same work): each of them gets UNSEEN_MULT timeouts, kept while it waits. */
 #define S3X_FBT_BROAD_MIN 3
 
 /* Carried between transfers: a client keeps, per kind of part request, the
@@ -198,7 +198,7 @@ typedef struct s3x_fbt {
  * (1, the default: the best itself), S3X_FBT_TAIL_MIN_CUTS=N (1..8) lower
  * once N of the last 128 attempts were cut (2 without it), S3X_FBT_WAITING=off
  * leave the waiting attempts out of the relative rules (s3x_fbt_with_waiting),
- * S3X_FBT_BROAD=off cut attempts while most lanes wait (S3X_FBT_BROAD_MIN;
+ * S3X_FBT_BROAD=off cut the first wave while most of it waits (S3X_FBT_BROAD_MIN;
  * all nine exist for side-by-side benchmark runs only). */
 void s3x_fbt_init(s3x_fbt *f, int64_t knob, int64_t concurrency);
 void s3x_fbt_init_ex(s3x_fbt *f, int64_t knob, int64_t concurrency, int estimator);

@@ -30,6 +30,7 @@ int s3x_sched_add(s3x_sched *s, s3x_transfer *t, const s3x_kind *kind, void *ctx
     t->ok = 0;
     t->answered_sent = 0;
     t->last_done = 0;
+    t->first_answer = 0;
     t->next = NULL;
     t->sched = s;
     t->parts = calloc((size_t)(nparts + nside), kind->part_size);
@@ -252,6 +253,8 @@ static int busy(const s3x_transfer *t) {
  * t_sent is kept (an answer slower than the timeout says nothing about
  * attempts that wait). */
 static void note_answer(s3x_transfer *t, const s3x_http_req *r, int64_t fbt) {
+    if (r->t_first_byte > 0 && (t->first_answer <= 0 || r->t_first_byte < t->first_answer))
+        t->first_answer = r->t_first_byte;
     if (r->t_first_byte > 0 && r->t_sent > t->answered_sent && fbt > 0 &&
         (r->t_first_byte - r->t_sent) * 1000.0 <= (double)fbt)
         t->answered_sent = r->t_sent;
@@ -332,30 +335,32 @@ static int poll_timeout_ms(s3x_sched *s) {
     return ms < 1 ? 1 : (int)ms;
 }
 
-/* Most lanes waiting at once (retry.h, S3X_FBT_BROAD_MIN): a server that
- * answers two connections while six wait, as SeaweedFS does now and then at
- * an upload's start, would have the six cut by the answers of the two and
- * re-sent behind the same work. Each attempt waiting half the timeout or
- * longer then keeps UNSEEN_MULT timeouts while it waits (its floor), so the
- * answers that follow cannot cut it at one. */
+/* Most of the first wave waiting (retry.h, S3X_FBT_BROAD_MIN): a server
+ * that answers two connections while the six other parts sent with them
+ * wait, as SeaweedFS does now and then at an upload's start, would have the
+ * six cut by the answers of the two and re-sent behind the same work. The
+ * attempts sent before the transfer's first answer that have waited half
+ * the timeout or longer, when they are at least S3X_FBT_BROAD_MIN and more
+ * than half its lanes, then keep UNSEEN_MULT timeouts while they wait (their
+ * floor), so the answers that follow cannot cut them at one. Later attempts
+ * are left alone: a tail of held ones can fill most lanes at once too. */
+static int first_wave_waiting(const s3x_transfer *t, const s3x_part *p, double now, double half_s) {
+    const s3x_http_req *r = &p->req;
+    return p->state == S3X_PART_INFLIGHT && r->t_sent > 0 && r->t_first_byte <= 0 &&
+           (t->first_answer <= 0 || r->t_sent < t->first_answer) && now - r->t_sent >= half_s;
+}
+
 static void hold_broad(s3x_transfer *t, const fb_view *v) {
     if (!v->relative || v->fbt <= 0 || t->x->fbt.no_broad) return;
     int lanes = t->nparts < t->sched->max_conns ? t->nparts : t->sched->max_conns;
     double now = s3x_now(), half_s = (double)v->fbt / 2000.0;
     int n = 0;
-    for (int i = 0; i < t->nparts; i++) {
-        const s3x_part *p = s3x_transfer_part(t, i);
-        const s3x_http_req *r = &p->req;
-        if (p->state == S3X_PART_INFLIGHT && r->t_sent > 0 && r->t_first_byte <= 0 && now - r->t_sent >= half_s) n++;
-    }
+    for (int i = 0; i < t->nparts; i++) n += first_wave_waiting(t, s3x_transfer_part(t, i), now, half_s);
     if (n < S3X_FBT_BROAD_MIN || 2 * n <= lanes) return;
     double floor_ms = S3X_FBT_UNSEEN_MULT * (double)v->fbt;
     for (int i = 0; i < t->nparts; i++) {
         s3x_part *p = s3x_transfer_part(t, i);
-        const s3x_http_req *r = &p->req;
-        if (p->state == S3X_PART_INFLIGHT && r->t_sent > 0 && r->t_first_byte <= 0 && now - r->t_sent >= half_s &&
-            p->fb_floor_ms < floor_ms)
-            p->fb_floor_ms = floor_ms;
+        if (first_wave_waiting(t, p, now, half_s) && p->fb_floor_ms < floor_ms) p->fb_floor_ms = floor_ms;
     }
 }
 

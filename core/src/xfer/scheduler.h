@@ -61,7 +61,7 @@ typedef struct s3x_part {
     int64_t fb_timeout_used;   /* ... how long it was given, ms (scheduler.c: fb_due) */
     double fb_floor_ms;        /* DYNAMIC: the learned timeout in force when this attempt started
                                   (0 while none is learned); it keeps it if the timeout falls;
-                                  raised while most lanes wait (scheduler.c, hold_broad) */
+                                  raised while most of the first wave waits (scheduler.c, hold_broad) */
     s3x_http_req req;
     struct s3x_transfer *t;
 } s3x_part;
@@ -136,6 +136,7 @@ typedef struct s3x_transfer {
     double answered_sent;      /* the latest t_sent of an attempt whose first byte came: whether a
                                   request sent after a waiting one was answered (s3x_now() clock) */
     double last_done;          /* when a part's attempt last ended (answered, failed or cut) */
+    double first_answer;       /* when a part's attempt first had its first byte; 0: none yet */
     void *owner;               /* the batch's record of this transfer, or NULL */
     struct s3x_transfer *next;
     struct s3x_sched *sched;
