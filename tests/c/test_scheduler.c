@@ -196,6 +196,37 @@ static void one_done(s3x_sched *s, one *o) {
     s3x_xfer_destroy(&o->x);
 }
 
+/* A DYNAMIC upload-kind transfer of nparts (5 MiB parts) on lanes
+ * connections, from nothing (no carry, as a fresh client's first transfer),
+ * with the two benchmark-only switches as given, run to its end: its
+ * first-byte re-sends. */
+static long long run_first_wave(s3x_client *cl, const char *prefix, int lanes, int nparts, int no_waiting,
+                                int no_broad) {
+    s3x_sched s;
+    one w;
+    s3x_sched_init(&s, cl, lanes);
+    memset(&w, 0, sizeof w);
+    w.c.id = 1;
+    w.c.prefix = prefix;
+    w.c.nparts = nparts;
+    s3x_xfer_init(&w.x, cl, S3X_SCOPE_UPLOAD);
+    s3x_xfer_set(&w.x, S3X_PARAM_SLOW_PART_TIMEOUT, S3X_SLOW_PART_DYNAMIC);
+    s3x_xfer_set(&w.x, S3X_PARAM_PART_SIZE, 5 << 20);
+    s3x_xfer_begin(&w.x, &w.res);
+    w.t.what = "test of";
+    w.t.bucket = "bkt";
+    w.t.key = prefix;
+    w.x.fbt.no_waiting = no_waiting;
+    w.x.fbt.no_broad = no_broad;
+    w.x.fbt.no_carry = 1;
+    s3x_sched_add(&s, &w.t, &test_kind, &w.c, &w.x, lanes, 0);
+    CHECK(s3x_sched_run(&s) == 0, "%s: the transfer succeeds: %s", prefix, s3x_error_last()->message);
+    CHECK(w.c.taken == nparts, "%s: every part taken (%d/%d)", prefix, w.c.taken, nparts);
+    long long resends = (long long)w.res.retries_first_byte;
+    one_done(&s, &w);
+    return resends;
+}
+
 /* A DYNAMIC transfer of nparts whose one held part (the server holds it 2 s)
  * is cut once and re-sent, not waited out. */
 static void held_once(s3x_client *cl, const char *prefix, int nparts) {
@@ -374,36 +405,11 @@ int main(void) {
      * (s3x_fbt_with_waiting), the three hold the timeout above them until
      * they answer (the fourth answer, at 800 ms, would outnumber them);
      * with S3X_FBT_WAITING=off's rule they are cut. */
-    for (int waiting = 1; waiting >= 0; waiting--) {
-        s3x_sched s;
-        one w;
-        const char *prefix = waiting ? "wave" : "wavenot";
-        s3x_sched_init(&s, cl, 4);
-        memset(&w, 0, sizeof w);
-        w.c.id = 1;
-        w.c.prefix = prefix;
-        w.c.nparts = 12;
-        s3x_xfer_init(&w.x, cl, S3X_SCOPE_UPLOAD);
-        s3x_xfer_set(&w.x, S3X_PARAM_SLOW_PART_TIMEOUT, S3X_SLOW_PART_DYNAMIC);
-        s3x_xfer_set(&w.x, S3X_PARAM_PART_SIZE, 5 << 20);
-        s3x_xfer_begin(&w.x, &w.res);
-        w.t.what = "test of";
-        w.t.bucket = "bkt";
-        w.t.key = prefix;
-        w.x.fbt.no_waiting = !waiting;
-        w.x.fbt.no_broad = 1; /* three of four lanes waiting: the broad hold would keep them too */
-        w.x.fbt.no_carry = 1; /* from nothing, as a fresh client's first transfer */
-        s3x_sched_add(&s, &w.t, &test_kind, &w.c, &w.x, 4, 0);
-        CHECK(s3x_sched_run(&s) == 0, "%s: the transfer succeeds: %s", prefix, s3x_error_last()->message);
-        CHECK(w.c.taken == 12, "%s: every part taken (%d/12)", prefix, w.c.taken);
-        if (waiting)
-            CHECK(w.res.retries_first_byte == 0, "the waiting counted: %lld re-sends of the slow first wave, want none",
-                  (long long)w.res.retries_first_byte);
-        else
-            CHECK(w.res.retries_first_byte == 3, "answers alone: the three slow first-wave parts cut (%lld re-sends)",
-                  (long long)w.res.retries_first_byte);
-        one_done(&s, &w);
-    }
+    /* (three of four lanes waiting: the broad hold would keep them too, so it is off) */
+    long long n = run_first_wave(cl, "wave", 4, 12, 0, 1);
+    CHECK(n == 0, "the waiting counted: %lld re-sends of the slow first wave, want none", n);
+    n = run_first_wave(cl, "wavenot", 4, 12, 1, 1);
+    CHECK(n == 3, "answers alone: the three slow first-wave parts cut (%lld re-sends)", n);
 
     /* Eight lanes, six of the first wave answered after 900 ms, the other
      * two lanes' answers after 100 ms, as SeaweedFS now and then serves two
@@ -413,38 +419,12 @@ int main(void) {
      * six for 4 timeouts, and they answer; without it they are cut. Five of
      * eight held the same way but sent after the first answers ("midwait")
      * are a tail, and the hold leaves them to be cut. */
-    for (int broad = 2; broad >= 0; broad--) {
-        s3x_sched s;
-        one w;
-        const char *prefix = broad == 2 ? "midwait" : broad ? "starve" : "starvenot";
-        s3x_sched_init(&s, cl, 8);
-        memset(&w, 0, sizeof w);
-        w.c.id = 1;
-        w.c.prefix = prefix;
-        w.c.nparts = 24;
-        s3x_xfer_init(&w.x, cl, S3X_SCOPE_UPLOAD);
-        s3x_xfer_set(&w.x, S3X_PARAM_SLOW_PART_TIMEOUT, S3X_SLOW_PART_DYNAMIC);
-        s3x_xfer_set(&w.x, S3X_PARAM_PART_SIZE, 5 << 20);
-        s3x_xfer_begin(&w.x, &w.res);
-        w.t.what = "test of";
-        w.t.bucket = "bkt";
-        w.t.key = prefix;
-        w.x.fbt.no_broad = !broad;
-        w.x.fbt.no_carry = 1;
-        s3x_sched_add(&s, &w.t, &test_kind, &w.c, &w.x, 8, 0);
-        CHECK(s3x_sched_run(&s) == 0, "%s: the transfer succeeds: %s", prefix, s3x_error_last()->message);
-        CHECK(w.c.taken == 24, "%s: every part taken (%d/24)", prefix, w.c.taken);
-        if (broad == 2)
-            CHECK(w.res.retries_first_byte >= 3, "five held after the first answers are cut (%lld re-sends)",
-                  (long long)w.res.retries_first_byte);
-        else if (broad)
-            CHECK(w.res.retries_first_byte == 0, "most of the first wave waiting: %lld re-sends of the six, want none",
-                  (long long)w.res.retries_first_byte);
-        else
-            CHECK(w.res.retries_first_byte >= 3, "without the broad hold the six are cut (%lld re-sends)",
-                  (long long)w.res.retries_first_byte);
-        one_done(&s, &w);
-    }
+    n = run_first_wave(cl, "starve", 8, 24, 0, 0);
+    CHECK(n == 0, "most of the first wave waiting: %lld re-sends of the six, want none", n);
+    n = run_first_wave(cl, "starvenot", 8, 24, 0, 1);
+    CHECK(n >= 3, "without the broad hold the six are cut (%lld re-sends)", n);
+    n = run_first_wave(cl, "midwait", 8, 24, 0, 0);
+    CHECK(n >= 3, "five held after the first answers are cut (%lld re-sends)", n);
 
     s3x_client_free(cl);
     shutdown(lfd, SHUT_RDWR);
