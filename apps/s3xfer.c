@@ -42,8 +42,10 @@ static void usage(FILE *f) {
             "  --no-verify-ssl     do not verify TLS certificates\n"
             "  --addressing-style auto|path|virtual\n"
             "  --unsigned-payload  sign requests with UNSIGNED-PAYLOAD (no SHA-256 of bodies)\n"
-            "\n"
-            "transfer options (cp):\n"
+            "  --receive-threads N threads receiving downloads (1 .. 8, default 1; docs/performance.md)\n"
+            "\n",
+            cli_prog);
+    fputs("transfer options (cp):\n"
             "  --part-size SIZE            part / range size, e.g. 8MiB (5MiB .. 5GiB)\n"
             "  --concurrency N             requests in flight\n"
             "  --buffer-strategy auto|buffered|unbuffered   how upload parts are read\n"
@@ -81,7 +83,7 @@ static void usage(FILE *f) {
             "each byte of other controls (C0, DEL, C1 U+0080..U+009F as their UTF-8 bytes,\n"
             "bidirectional overrides U+202A..U+202E, U+2066..U+2069) and of invalid UTF-8.\n"
             "\n",
-            cli_prog);
+            f);
     /* Several strings: C99 compilers need only take 4095 characters in one. */
     fputs("many objects (cp -r, sync, rm -r; docs/bulk.md):\n"
           "  -r, --recursive     cp and rm: every file under the directory, every object under the\n"
@@ -675,7 +677,7 @@ int main(int argc, char **argv) {
     enum { O_ENDPOINT = 256, O_REGION, O_PROFILE, O_CA, O_NOVERIFY, O_ADDR, O_VERSION, O_PART, O_CONC, O_STRAT,
            O_POOL, O_CSUM, O_ATTEMPTS, O_SLOW, O_MEM, O_HINT, O_THRESH, O_PROGRESS, O_NOPROGRESS, O_UNSIGNED, O_CSUMLOC,
            O_RTIMEOUT, O_RMODE, O_JSON, O_NOFSYNC, O_INCLUDE, O_EXCLUDE, O_FOLLOW, O_FAILFAST, O_DELETE, O_DRYRUN,
-           O_EXACT, O_CSUMTYPE };
+           O_EXACT, O_CSUMTYPE, O_RECV };
     static const struct option opts[] = {
         {"endpoint-url", required_argument, 0, O_ENDPOINT},
         {"region", required_argument, 0, O_REGION},
@@ -703,6 +705,7 @@ int main(int argc, char **argv) {
         {"progress", no_argument, 0, O_PROGRESS},
         {"no-progress", no_argument, 0, O_NOPROGRESS},
         {"unsigned-payload", no_argument, 0, O_UNSIGNED},
+        {"receive-threads", required_argument, 0, O_RECV},
         {"json", no_argument, 0, O_JSON},
         {"no-fsync", no_argument, 0, O_NOFSYNC},
         {"recursive", no_argument, 0, 'r'},
@@ -715,7 +718,7 @@ int main(int argc, char **argv) {
         {"exact", no_argument, 0, O_EXACT},
         {0, 0, 0, 0},
     };
-    const char *endpoint = NULL, *region = NULL, *profile = NULL, *ca = NULL, *addr = NULL;
+    const char *endpoint = NULL, *region = NULL, *profile = NULL, *ca = NULL, *addr = NULL, *recv = NULL;
     int noverify = 0, quiet = 0, unsigned_payload = 0;
     knobs k;
     memset(&k, 0, sizeof k);
@@ -737,6 +740,7 @@ int main(int argc, char **argv) {
         case O_CA: ca = optarg; break;
         case O_NOVERIFY: noverify = 1; break;
         case O_ADDR: addr = optarg; break;
+        case O_RECV: recv = optarg; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return finish_stdout(0);
         case O_VERSION: printf("s3xfer %s\n", s3x_version()); return finish_stdout(0);
@@ -807,6 +811,12 @@ int main(int argc, char **argv) {
                     : !strcmp(addr, "virtual") ? S3X_ADDRESSING_VIRTUAL : -1;
         if (v < 0) rc = cli_usage_error("--addressing-style must be auto, path or virtual");
         else if (s3x_client_set(c, S3X_PARAM_ADDRESSING_STYLE, v)) rc = cli_fail("--addressing-style");
+    }
+    if (!rc && recv) {
+        char *end = NULL;
+        long v = strtol(recv, &end, 10);
+        if (!*recv || *end) rc = cli_usage_error("--receive-threads takes a number");
+        else if (s3x_client_set(c, S3X_PARAM_RECEIVE_THREADS, v)) rc = cli_fail("--receive-threads");
     }
     /* The retry knobs govern every request, so the client's own (ls, rm, mb,
      * rb, and the HEADs and listings around a copy) take them too. */

@@ -71,6 +71,10 @@ class Client:
         retry_timeout: ms (default 120000) a single operation keeps retrying
             throttling answers whatever ``max_attempts`` says; 0 = throttling is
             retried ``max_attempts`` times like other errors.
+        receive_threads: threads that receive a download's ranges, 1 .. 8
+            (default 1: all on the thread running the transfer). With N > 1,
+            N - 1 more threads per native handle, each with connections of its
+            own, take ranges as they start; see docs/performance.md.
         Transfers (``upload_file``, ...) take these knobs from their
         :class:`TransferConfig` instead.
 
@@ -84,7 +88,7 @@ class Client:
                  session_token: Optional[str] = None, profile: Optional[str] = None,
                  addressing_style: str = "auto", verify: Union[bool, str] = True,
                  payload_signing: str = "auto", max_attempts: Optional[int] = None,
-                 retry_timeout: Optional[int] = None):
+                 retry_timeout: Optional[int] = None, receive_threads: Optional[int] = None):
         if addressing_style not in _ADDRESSING:
             raise InvalidConfigError(
                 f"addressing_style must be one of {sorted(_ADDRESSING)}, got {addressing_style!r}",
@@ -109,6 +113,8 @@ class Client:
             self._params[_core.S3X_PARAM_MAX_ATTEMPTS] = max_attempts
         if retry_timeout is not None:
             self._params[_core.S3X_PARAM_RETRY_TIMEOUT] = retry_timeout
+        if receive_threads is not None:
+            self._params[_core.S3X_PARAM_RECEIVE_THREADS] = receive_threads
         self._lock = threading.Lock()
         self._idle: List[Any] = []
         self._closed = False

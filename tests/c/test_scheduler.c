@@ -118,8 +118,11 @@ static int t_feed(s3x_transfer *t, s3x_part *p) {
     return 1;
 }
 
+static int on_loops; /* parts may run on the client's receiving loops */
+
 static int t_prepare(s3x_transfer *t, s3x_part *p) {
     s3x_http_req *r = &p->req;
+    r->loop_ok = on_loops;
     r->op = "GetObject";
     r->method = "GET";
     r->bucket = "bkt";
@@ -241,6 +244,21 @@ static void held_once(s3x_client *cl, const char *prefix, int nparts) {
           (long long)h.res.retries_first_byte);
     CHECK(took < 1.5, "%s: cut, not waited out: %.2f s", prefix, took);
     one_done(&s, &h);
+}
+
+typedef struct cancel_arg {
+    s3x_xfer *x;
+    s3x_client *cl;
+} cancel_arg;
+
+/* Cancels a transfer 600 ms after it starts (from another thread, as a
+ * caller's cancel does), waking the loop. */
+static void *cancel_later(void *arg) {
+    cancel_arg *a = arg;
+    usleep(600 * 1000);
+    atomic_store(&a->x->cancel, 1);
+    s3x_http_wakeup(a->cl);
+    return NULL;
 }
 
 int main(void) {
@@ -425,6 +443,68 @@ int main(void) {
     CHECK(n >= 3, "without the broad hold the six are cut (%lld re-sends)", n);
     n = run_first_wave(cl, "midwait", 8, 24, 0, 0);
     CHECK(n >= 3, "five held after the first answers are cut (%lld re-sends)", n);
+
+    /* The same engine with two receiving loops beside the caller's thread
+     * (S3X_PARAM_RECEIVE_THREADS 3, every part marked loop_ok): parts run
+     * on all three, a failing transfer still stops alone, a held part on a
+     * loop is cut and re-sent, and a cancel takes parts out of the loops
+     * while they wait for their answers. */
+    CHECK(s3x_client_set(cl, S3X_PARAM_RECEIVE_THREADS, 3) == 0, "receive_threads 3");
+    on_loops = 1;
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 6);
+        one big, small;
+        one_init(&big, cl, 1, "loopbig", 40);
+        one_init(&small, cl, 2, "loopsmall", 5);
+        int64_t before = cl->loop_started;
+        CHECK(s3x_sched_add(&s, &big.t, &test_kind, &big.c, &big.x, 6, 0) == 0, "loops: add big");
+        CHECK(s3x_sched_add(&s, &small.t, &test_kind, &small.c, &small.x, 6, 0) == 0, "loops: add small");
+        CHECK(s3x_sched_run(&s) == 0, "loops: both succeed: %s", s3x_error_last()->message);
+        CHECK(big.c.taken == 40 && small.c.taken == 5, "loops: every part taken once: %d/40, %d/5", big.c.taken,
+              small.c.taken);
+        int64_t on = cl->loop_started - before;
+        CHECK(on > 0 && on < 45, "loops: parts on the loops and on the caller's thread (%lld of 45 on loops)",
+              (long long)on);
+        one_done(&s, &big);
+        one_done(&s, &small);
+    }
+    {
+        s3x_sched s;
+        s3x_sched_init(&s, cl, 4);
+        one good, bad;
+        one_init(&good, cl, 1, "loopgood", 10);
+        one_init(&bad, cl, 2, "loopbad", 10);
+        s3x_sched_add(&s, &good.t, &test_kind, &good.c, &good.x, 4, 0);
+        s3x_sched_add(&s, &bad.t, &test_kind, &bad.c, &bad.x, 4, 0);
+        CHECK(s3x_sched_run(&s) == -1, "loops: the run reports a failure");
+        CHECK(good.c.taken == 10 && !good.x.failed, "loops: the good transfer completes (%d/10)", good.c.taken);
+        int code = s3x_error_restore(&bad.x.err);
+        CHECK(bad.x.failed && code == S3X_EHTTP && s3x_error_last()->http_status == 404,
+              "loops: the bad one fails with its own error: %d %s", code, s3x_error_last()->message);
+        one_done(&s, &good);
+        one_done(&s, &bad);
+    }
+    held_once(cl, "loopheld", 24);
+    {
+        s3x_sched s;
+        one c;
+        s3x_sched_init(&s, cl, 4);
+        one_init(&c, cl, 1, "loopheldc", 24); /* part 10 held 2 s, no slow-part timeout */
+        s3x_sched_add(&s, &c.t, &test_kind, &c.c, &c.x, 4, 0);
+        cancel_arg ca = {&c.x, cl};
+        pthread_t th;
+        pthread_create(&th, NULL, cancel_later, &ca);
+        double t0 = s3x_now();
+        CHECK(s3x_sched_run(&s) == -1, "loops: a run cancelled mid-way fails");
+        double took = s3x_now() - t0;
+        pthread_join(th, NULL);
+        int code = s3x_error_restore(&c.x.err);
+        CHECK(code == S3X_ECANCELLED, "loops: cancelled: %d %s", code, s3x_error_last()->message);
+        CHECK(took < 1.5, "loops: the held part was taken out, not waited for: %.2f s", took);
+        one_done(&s, &c);
+    }
+    on_loops = 0;
 
     s3x_client_free(cl);
     shutdown(lfd, SHUT_RDWR);

@@ -86,6 +86,21 @@ def test_usage_errors(cli, args, needle):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_receive_threads(cli, boto, bucket, tmp_path):
+    data = os.urandom(23 * 1024 * 1024 + 5)
+    boto.put_object(Bucket=bucket, Key="rt", Body=data)
+    dst = tmp_path / "rt.bin"
+    opts = ("--receive-threads", "2")
+    run(cli, *opts, "cp", "--part-size", "5MiB", "--concurrency", "4", f"s3://{bucket}/rt", str(dst))
+    assert dst.read_bytes() == data
+    p = run(cli, *opts, "cp", "--part-size", "5MiB", f"s3://{bucket}/rt", "-")
+    assert p.stdout == data
+    for bad, needle in (("0", "receive_threads"), ("9", "receive_threads"), ("two", "takes a number")):
+        p = run(cli, "--receive-threads", bad, "cp", f"s3://{bucket}/rt", str(tmp_path / "no"), check=False)
+        assert p.returncode != 0 and needle in p.stderr.decode(), p.stderr
+    assert not (tmp_path / "no").exists()
+
+
 def test_missing_key_download_leaves_nothing(cli, bucket, tmp_path):
     dst = tmp_path / "out.bin"
     p = run(cli, "cp", f"s3://{bucket}/missing", str(dst), check=False)

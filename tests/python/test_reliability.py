@@ -499,3 +499,85 @@ def test_bad_digest_on_complete_is_not_retried(pclient, client, bucket, proxy):
     proxy.set_rules([])
     assert client.list_multipart_uploads(bucket) == []
     assert "bd" not in [o["key"] for o in client.list_objects(bucket)]
+
+
+# ---- downloads received on several threads (receive_threads) ------------------
+@pytest.fixture
+def rclient(s3env, proxy):
+    """The client under test through the proxy, with two receiving threads
+    beside the transfer's own (receive_threads=3)."""
+    c = s3xfer.Client(endpoint_url=proxy.url, region=s3env["region"], access_key=s3env["access_key"],
+                      secret_key=s3env["secret_key"], receive_threads=3)
+    yield c
+    c.close()
+
+
+def _download_to(c, dest, bucket, key, size, cfg, tmp_path):
+    """Downloads key into dest ("file", "stream" or "memory"): (result, bytes)."""
+    if dest == "file":
+        out = tmp_path / "out"
+        r = c.download_file(bucket, key, out, config=cfg)
+        return r, out.read_bytes()
+    if dest == "stream":
+        parts = []
+
+        class Sink:
+            def write(self, b):
+                parts.append(bytes(b))
+                return len(b)
+
+        r = c.download_fileobj(bucket, key, Sink(), config=cfg)
+        return r, b"".join(parts)
+    buf = bytearray(size)
+    r = c.download_into(bucket, key, buf, config=cfg)
+    return r, bytes(buf[:r.bytes])
+
+
+@pytest.mark.parametrize("dest", ["file", "stream", "memory"])
+def test_receive_threads_survive_faults(rclient, client, bucket, proxy, tmp_path, data, dest):
+    """Ranges received on the extra threads go through the same retries:
+    503s, resets and truncations mid-body; then slow first bytes, cut by the
+    fixed timeout. Every byte arrives once, in place."""
+    client.upload_bytes(data, bucket, "obj", config=TransferConfig(part_size=P))
+    cfg = TransferConfig(part_size=P, concurrency=6, max_attempts=10, slow_part_timeout=800)
+    proxy.set_rules(["slowdown_503:kind=ranged_get,times=2",
+                     "reset_response:kind=ranged_get,after=64K,times=2",
+                     "truncate_response:kind=ranged_get,after=100K,times=2"])
+    proxy.reset_stats()
+    r, got = _download_to(rclient, dest, bucket, "obj", len(data), cfg, tmp_path)
+    fired = proxy.stats()["faults"]
+    assert sha(got) == sha(data)
+    assert sum(fired.values()) == 6, fired
+    assert r.retries_http == 2 and r.retries_network == 4, (r.retries_http, r.retries_network, fired)
+    proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=4,times=2"])
+    proxy.reset_stats()
+    t = time.monotonic()
+    r, got = _download_to(rclient, dest, bucket, "obj", len(data), cfg, tmp_path)
+    took = time.monotonic() - t
+    assert sha(got) == sha(data)
+    assert r.retries_first_byte == 2 and r.retries == 2
+    assert took < 4  # cut at 800 ms, not waited out
+
+
+def test_receive_threads_failed_download_leaves_nothing(rclient, client, bucket, proxy, tmp_path):
+    client.upload_bytes(os.urandom(6 * P), bucket, "k", config=TransferConfig(part_size=P))
+    proxy.set_rules(["reset_response:kind=ranged_get,after=1K"])
+    out = tmp_path / "out"
+    with pytest.raises(s3xfer.NetworkError, match="gave up after 2 attempts"):
+        rclient.download_file(bucket, "k", out, config=TransferConfig(part_size=P, concurrency=6, max_attempts=2))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_receive_threads_cancel_mid_download(rclient, client, bucket, proxy, tmp_path):
+    """A cancel while ranges wait on the extra threads for held first bytes
+    ends the download at once, with nothing left behind."""
+    client.upload_bytes(os.urandom(8 * P), bucket, "k", config=TransferConfig(part_size=P))
+    proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=6"])
+    tok = s3xfer.CancelToken()
+    threading.Timer(1.0, tok.cancel).start()
+    out = tmp_path / "out"
+    t = time.monotonic()
+    with pytest.raises(s3xfer.TransferCancelled):
+        rclient.download_file(bucket, "k", out, config=TransferConfig(part_size=P, concurrency=6), cancel=tok)
+    assert time.monotonic() - t < 4
+    assert list(tmp_path.iterdir()) == []

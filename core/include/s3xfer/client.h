@@ -61,7 +61,7 @@ S3X_API int s3x_client_set_string(s3x_client *client, s3x_client_opt opt, const 
 
 /* Sets a client knob (S3X_PARAM_ADDRESSING_STYLE, VERIFY_TLS,
  * CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, PAYLOAD_SIGNING, MAX_CONNECTIONS,
- * and for the single operations' retries MAX_ATTEMPTS, RETRY_TIMEOUT,
+ * RECEIVE_THREADS, and for the single operations' retries MAX_ATTEMPTS, RETRY_TIMEOUT,
  * RETRY_MODE).
  * Errors: S3X_EINVAL naming the knob when it is out of range or not a client knob. */
 S3X_API int s3x_client_set(s3x_client *client, s3x_param param, int64_t value);

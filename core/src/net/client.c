@@ -101,6 +101,7 @@ void s3x_client_bucket_remember(s3x_client *c, const char *bucket) {
 
 void s3x_client_free(s3x_client *c) {
     if (!c) return;
+    s3x_http_loops_stop(c);
     for (size_t i = 0; i < sizeof c->known_buckets / sizeof c->known_buckets[0]; i++) free(c->known_buckets[i]);
     for (size_t i = 0; i < c->nidle; i++) curl_easy_cleanup(c->idle[i]);
     free(c->idle);

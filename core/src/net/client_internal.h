@@ -41,6 +41,13 @@ struct s3x_client {
     int cred_refreshing;    /* it is running (under cred_mu) */
 
     CURLM *multi;
+    int main_running;   /* requests on multi (started, not yet finished or aborted) */
+    /* Receiving loops beside the caller's (S3X_PARAM_RECEIVE_THREADS - 1 of
+     * them, started on first use; http.c): each a thread with a multi
+     * handle of its own that runs the requests marked loop_ok. */
+    struct s3x_loop **loops;
+    int nloops;
+    int64_t loop_started;   /* requests started on a receiving loop (tests, diagnostics) */
     CURL **idle;        /* easy handles kept for reuse */
     size_t nidle, idle_cap;
 
@@ -129,7 +136,24 @@ struct s3x_http_req {
     void *user;                /* for the managers */
     int in_multi;
     int got_status;
+    /* May run on a receiving loop's thread (S3X_PARAM_RECEIVE_THREADS): set
+     * by the caller for a request whose callbacks (write_fn) touch only
+     * state of its own or state under a lock, and which is read while it
+     * runs only through s3x_req_first_byte. */
+    int loop_ok;
+    struct s3x_loop *loop;     /* the loop running it; NULL: the client's multi */
+    int loop_state;            /* under loop->mu (http.c) */
+    CURLcode loop_rc;          /* its result, set by the loop's thread */
+    s3x_http_req *loop_next;   /* in one of the loop's lists */
 };
+
+/* The time of a running request's first response byte (0: none yet); safe
+ * while the request runs on another thread (on_header stores it atomically). */
+static inline double s3x_req_first_byte(const s3x_http_req *r) {
+    double t;
+    __atomic_load(&r->t_first_byte, &t, __ATOMIC_RELAXED);
+    return t;
+}
 
 double s3x_now(void);
 
@@ -156,6 +180,9 @@ int s3x_http_poll(s3x_client *c, int timeout_ms);
 void s3x_http_abort(s3x_client *c, s3x_http_req *r);
 /* Wakes a thread blocked in s3x_http_poll (callable from any thread). */
 void s3x_http_wakeup(s3x_client *c);
+/* Stops and frees the client's receiving loops (s3x_client_free; no request
+ * may be running). */
+void s3x_http_loops_stop(s3x_client *c);
 /* Maps the outcome (curl error, HTTP status, error XML) to 0 or an error code
  * with the thread's last error set. */
 int s3x_http_check(s3x_client *c, s3x_http_req *r);

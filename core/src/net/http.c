@@ -139,7 +139,12 @@ static void keep_meta(s3x_http_req *r, const char *line, size_t n) {
 static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     s3x_http_req *r = ud;
     size_t n = size * nitems;
-    if (r->t_first_byte == 0) r->t_first_byte = s3x_now();
+    if (r->t_first_byte == 0) {
+        double now = s3x_now();
+        /* Read while the request runs, perhaps from another thread
+         * (s3x_req_first_byte). */
+        __atomic_store(&r->t_first_byte, &now, __ATOMIC_RELAXED);
+    }
     if (r->t_sent == 0) r->t_sent = r->t_first_byte;
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
         /* A new status line (after a 100 Continue, say) starts a fresh header set. */
@@ -475,18 +480,222 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
 
 /* ---- running ------------------------------------------------------------ */
 
-static void apply_multi_limits(s3x_client *c) {
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
-    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
+static void apply_multi_limits(s3x_client *c, CURLM *m) {
+    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
+    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
+}
+
+/* ---- receiving loops ------------------------------------------------------
+ *
+ * With S3X_PARAM_RECEIVE_THREADS = N > 1 the client has N - 1 loops beside
+ * the caller's multi handle: a thread each, with a multi handle (and so
+ * connections) of its own. A request marked loop_ok is started on the least
+ * busy of the N; on a loop it is received there (its header and write
+ * callbacks run on that thread) and handed back when it ends: the caller's
+ * s3x_http_poll takes it from the loop's done list and calls its on_done, so
+ * everything but the receiving stays on the caller's thread.
+ *
+ * A request on a loop is in one of these states (under the loop's mutex): */
+enum { LS_NONE, LS_QUEUED, LS_RUNNING, LS_DROPPING, LS_DONE };
+/* LS_QUEUED: on the add list, for the thread to add to its multi;
+ * LS_RUNNING: in the thread's multi; LS_DROPPING: on the drop list, the
+ * caller waiting for the thread to take it out (s3x_http_abort); LS_DONE:
+ * finished, on the done list. Only the loop's thread touches its multi and
+ * the easy handles in it (curl_multi_wakeup excepted, which any thread may
+ * call). */
+
+typedef struct s3x_loop {
+    s3x_client *c;
+    CURLM *multi;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* a drop was carried out */
+    s3x_http_req *add, *drop, *done;
+    int held;                  /* requests given to this loop and not yet handed back */
+    int stop;
+} s3x_loop;
+
+static void list_push(s3x_http_req **head, s3x_http_req *r) {
+    r->loop_next = *head;
+    *head = r;
+}
+
+static void list_unlink(s3x_http_req **head, s3x_http_req *r) {
+    for (s3x_http_req **p = head; *p; p = &(*p)->loop_next)
+        if (*p == r) {
+            *p = r->loop_next;
+            r->loop_next = NULL;
+            return;
+        }
+}
+
+/* The loop's thread, with l->mu held: adds the queued requests to its
+ * multi, takes out the dropped ones. */
+static void loop_take_lists(s3x_loop *l) {
+    int dropped = 0;
+    while (l->drop) {
+        s3x_http_req *r = l->drop;
+        l->drop = r->loop_next;
+        curl_multi_remove_handle(l->multi, r->easy);
+        r->loop_state = LS_NONE;
+        dropped = 1;
+    }
+    if (dropped) pthread_cond_broadcast(&l->cv);
+    while (l->add) {
+        s3x_http_req *r = l->add;
+        l->add = r->loop_next;
+        if (curl_multi_add_handle(l->multi, r->easy) == CURLM_OK) {
+            r->loop_state = LS_RUNNING;
+        } else {
+            r->loop_rc = CURLE_OUT_OF_MEMORY;
+            r->loop_state = LS_DONE;
+            list_push(&l->done, r);
+        }
+    }
+}
+
+static void *loop_main(void *arg) {
+    s3x_loop *l = arg;
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        loop_take_lists(l);
+        pthread_mutex_unlock(&l->mu);
+        int running = 0, left, ended = 0;
+        curl_multi_perform(l->multi, &running);
+        CURLMsg *m;
+        while ((m = curl_multi_info_read(l->multi, &left))) {
+            if (m->msg != CURLMSG_DONE) continue;
+            CURL *e = m->easy_handle;
+            CURLcode res = m->data.result;
+            s3x_http_req *r = NULL;
+            curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
+            curl_multi_remove_handle(l->multi, e);
+            pthread_mutex_lock(&l->mu);
+            if (r && r->loop_state == LS_DROPPING) {
+                /* Aborted while it ended: the caller is waiting for it. */
+                list_unlink(&l->drop, r);
+                r->loop_state = LS_NONE;
+                pthread_cond_broadcast(&l->cv);
+            } else if (r) {
+                r->loop_rc = res;
+                r->loop_state = LS_DONE;
+                list_push(&l->done, r);
+                ended = 1;
+            }
+            pthread_mutex_unlock(&l->mu);
+        }
+        if (ended) curl_multi_wakeup(l->c->multi);
+        curl_multi_poll(l->multi, NULL, 0, 1000, NULL);
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* Starts loops up to RECEIVE_THREADS - 1; a loop that cannot be started
+ * leaves the requests on the loops there are (or on the caller's). */
+static void ensure_loops(s3x_client *c) {
+    int want = (int)c->params[S3X_PARAM_RECEIVE_THREADS] - 1;
+    if (c->nloops >= want) return;
+    s3x_loop **grown = realloc(c->loops, (size_t)want * sizeof *grown);
+    if (!grown) return;
+    c->loops = grown;
+    while (c->nloops < want) {
+        s3x_loop *l = calloc(1, sizeof *l);
+        if (!l) return;
+        l->c = c;
+        l->multi = curl_multi_init();
+        if (!l->multi) {
+            free(l);
+            return;
+        }
+        pthread_mutex_init(&l->mu, NULL);
+        pthread_cond_init(&l->cv, NULL);
+        if (pthread_create(&l->thread, NULL, loop_main, l)) {
+            pthread_cond_destroy(&l->cv);
+            pthread_mutex_destroy(&l->mu);
+            curl_multi_cleanup(l->multi);
+            free(l);
+            return;
+        }
+        c->loops[c->nloops++] = l;
+    }
+}
+
+void s3x_http_loops_stop(s3x_client *c) {
+    for (int i = 0; i < c->nloops; i++) {
+        s3x_loop *l = c->loops[i];
+        pthread_mutex_lock(&l->mu);
+        l->stop = 1;
+        pthread_mutex_unlock(&l->mu);
+        curl_multi_wakeup(l->multi);
+        pthread_join(l->thread, NULL);
+        curl_multi_cleanup(l->multi);
+        pthread_cond_destroy(&l->cv);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+    }
+    free(c->loops);
+    c->loops = NULL;
+    c->nloops = 0;
+}
+
+/* The loop for r: NULL (the caller's multi) or the least busy loop, when r
+ * may run on one and the caller's multi is not the least busy. */
+static s3x_loop *pick_loop(s3x_client *c, s3x_http_req *r) {
+    if (!r->loop_ok || c->params[S3X_PARAM_RECEIVE_THREADS] < 2) return NULL;
+    ensure_loops(c);
+    int n = c->nloops < c->params[S3X_PARAM_RECEIVE_THREADS] - 1 ? c->nloops
+                                                                 : (int)c->params[S3X_PARAM_RECEIVE_THREADS] - 1;
+    s3x_loop *best = NULL;
+    int least = c->main_running;
+    for (int i = 0; i < n; i++) {
+        s3x_loop *l = c->loops[i];
+        pthread_mutex_lock(&l->mu);
+        int held = l->held;
+        pthread_mutex_unlock(&l->mu);
+        if (held < least) {
+            least = held;
+            best = l;
+        }
+    }
+    return best;
 }
 
 int s3x_http_start(s3x_client *c, s3x_http_req *r) {
-    apply_multi_limits(c);
+    s3x_loop *l = pick_loop(c, r);
+    if (l) {
+        apply_multi_limits(c, l->multi); /* curl_multi_setopt only stores the values */
+        pthread_mutex_lock(&l->mu);
+        r->loop = l;
+        r->loop_state = LS_QUEUED;
+        list_push(&l->add, r);
+        l->held++;
+        pthread_mutex_unlock(&l->mu);
+        r->in_multi = 1;
+        c->loop_started++;
+        curl_multi_wakeup(l->multi);
+        return 0;
+    }
+    apply_multi_limits(c, c->multi);
     CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
     if (mc != CURLM_OK)
         return s3x_seterr(S3X_EINTERNAL, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
     r->in_multi = 1;
+    c->main_running++;
     return 0;
+}
+
+/* A request that has left every multi handle: its outcome, then on_done. */
+static void ended(s3x_http_req *r, CURLcode res) {
+    r->in_multi = 0;
+    r->loop = NULL;
+    r->curl_rc = res;
+    long st = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &st);
+    if (st) r->status = st;
+    r->t_end = s3x_now();
+    if (r->on_done) r->on_done(r, r->done_payload);
 }
 
 static void finish(s3x_client *c, CURL *e, CURLcode res) {
@@ -494,13 +703,8 @@ static void finish(s3x_client *c, CURL *e, CURLcode res) {
     curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
     curl_multi_remove_handle(c->multi, e);
     if (!r) return;
-    r->in_multi = 0;
-    r->curl_rc = res;
-    long st = 0;
-    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &st);
-    if (st) r->status = st;
-    r->t_end = s3x_now();
-    if (r->on_done) r->on_done(r, r->done_payload);
+    c->main_running--;
+    ended(r, res);
 }
 
 /* Hands finished requests to their callbacks; returns how many. */
@@ -515,35 +719,85 @@ static int drain_messages(s3x_client *c) {
     return n;
 }
 
+/* The requests the loops finished: handed to their callbacks here, on the
+ * caller's thread, one at a time (a callback may abort another request of
+ * the done list); returns how many. *held: the requests the loops still hold. */
+static int drain_loops(s3x_client *c, int *held) {
+    int n = 0;
+    *held = 0;
+    for (int i = 0; i < c->nloops; i++) {
+        s3x_loop *l = c->loops[i];
+        for (;;) {
+            pthread_mutex_lock(&l->mu);
+            s3x_http_req *r = l->done;
+            if (r) {
+                l->done = r->loop_next;
+                r->loop_next = NULL;
+                r->loop_state = LS_NONE;
+                l->held--;
+            } else {
+                *held += l->held;
+            }
+            pthread_mutex_unlock(&l->mu);
+            if (!r) break;
+            ended(r, r->loop_rc);
+            n++;
+        }
+    }
+    return n;
+}
+
 int s3x_http_poll(s3x_client *c, int timeout_ms) {
-    int running = 0;
+    int running = 0, held = 0;
     CURLMcode mc = curl_multi_perform(c->multi, &running);
     if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_perform: %s", curl_multi_strerror(mc));
     /* Requests that just finished may let the caller start others: it gets
      * the chance before anything waits. */
     int finished = drain_messages(c);
+    finished += drain_loops(c, &held);
     /* With nothing on the wire the wait still happens (curl_multi_poll
      * sleeps until the timeout or a wakeup): a loop whose parts all wait for
-     * a backoff, the rate's gate or a writer thread must not spin. */
+     * a backoff, the rate's gate or a writer thread must not spin. A
+     * receiving loop that finishes a request wakes it. */
     if (timeout_ms > 0 && !finished) {
         mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
         if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_poll: %s", curl_multi_strerror(mc));
         mc = curl_multi_perform(c->multi, &running);
         if (mc != CURLM_OK) return s3x_seterr(S3X_EINTERNAL, "curl_multi_perform: %s", curl_multi_strerror(mc));
         drain_messages(c);
+        drain_loops(c, &held);
     }
-    return running;
+    return running + held;
 }
 
 void s3x_http_wakeup(s3x_client *c) { curl_multi_wakeup(c->multi); }
 
 void s3x_http_abort(s3x_client *c, s3x_http_req *r) {
-    if (r->in_multi && r->easy) {
+    if (!r->in_multi || !r->easy) return;
+    s3x_loop *l = r->loop;
+    if (l) {
+        pthread_mutex_lock(&l->mu);
+        if (r->loop_state == LS_QUEUED) {
+            list_unlink(&l->add, r);
+        } else if (r->loop_state == LS_DONE) {
+            list_unlink(&l->done, r);
+        } else if (r->loop_state == LS_RUNNING) {
+            r->loop_state = LS_DROPPING;
+            list_push(&l->drop, r);
+            curl_multi_wakeup(l->multi);
+            while (r->loop_state != LS_NONE) pthread_cond_wait(&l->cv, &l->mu);
+        }
+        r->loop_state = LS_NONE;
+        l->held--;
+        pthread_mutex_unlock(&l->mu);
+        r->loop = NULL;
+    } else {
         curl_multi_remove_handle(c->multi, r->easy);
-        r->in_multi = 0;
-        r->curl_rc = CURLE_ABORTED_BY_CALLBACK;
-        r->t_end = s3x_now();
+        c->main_running--;
     }
+    r->in_multi = 0;
+    r->curl_rc = CURLE_ABORTED_BY_CALLBACK;
+    r->t_end = s3x_now();
 }
 
 typedef struct sync_state {

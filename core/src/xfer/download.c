@@ -46,10 +46,13 @@ typedef struct rslot {
     int checked;              /* the response head was accepted (range.c) */
     int proto;                /* the response broke the protocol: perr says how */
     s3x_saved_error perr;
-    int64_t got;              /* bytes of this range received in this attempt */
+    int64_t got;              /* bytes of this range received in this attempt (read while it runs,
+                                 perhaps on a receiving loop's thread: stored atomically) */
     char *buf;                /* DST_STREAM: pool buffer */
     size_t buf_size;
-    int bad;                  /* a write failed (R->write_errno) */
+    int bad;                  /* a write failed (werr) */
+    int werr;                 /* its errno */
+    double io_s;              /* seconds in on_body, added to the result on the transfer's thread */
     char *stage;              /* DST_FILE: bytes gathered for one large pwrite */
     size_t staged;
     char range[64];
@@ -82,7 +85,6 @@ typedef struct drun {
     int64_t delivered;        /* DST_STREAM: bytes handed to write_fn */
     s3x_transfer t;           /* this download on the scheduler: nslots ranges, then the HEAD */
     int nslots;
-    int write_errno;
     int whole_in_first;       /* the first response carried the whole object */
     int waiting;              /* DST_STREAM: the next range waits for a buffer */
     char *checksum_hdr_name;  /* the object's full checksum: header name ... */
@@ -180,7 +182,7 @@ static int flush_stage(drun *R, rslot *s) {
     s->staged = 0;
     s->stage = NULL;
     if (e) {
-        R->write_errno = e;
+        s->werr = e;
         s->bad = 1;
         return -1;
     }
@@ -193,7 +195,7 @@ static int on_body(const void *data, size_t len, void *payload) {
     rslot *s = payload;
     double t = s3x_now();
     int rc = on_body_io(data, len, payload);
-    run_of(&s->base)->x->res->io_seconds += s3x_now() - t;
+    s->io_s += s3x_now() - t; /* not res: this may run on a receiving loop's thread */
     return rc;
 }
 
@@ -305,7 +307,7 @@ static int on_body_io(const void *data, size_t len, void *payload) {
         size_t left = len;
         while (left) {
             if (!s->stage && !(s->stage = s3x_writer_buffer(R->writer))) {
-                R->write_errno = ENOMEM;
+                s->werr = ENOMEM;
                 s->bad = 1;
                 return 1;
             }
@@ -313,12 +315,14 @@ static int on_body_io(const void *data, size_t len, void *payload) {
             if (n > left) n = left;
             s3x_bytes_copy(s->stage + s->staged, p, n);
             s->staged += n;
-            s->got += (int64_t)n;
+            __atomic_store_n(&s->got, s->got + (int64_t)n, __ATOMIC_RELAXED);
             p += n;
             left -= n;
             if (s->staged == S3X_WRITER_BUF && flush_stage(R, s) != 0) return 1;
         }
-        if (R->hashing == HASH_PROBE && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
+        /* index first: R->hashing is the transfer thread's, and only
+         * range 0 is sure to run there (loop_ok). */
+        if (s->index == 0 && R->hashing == HASH_PROBE) s3x_hasher_update(&R->hasher, data, len);
         return 0;
     }
     case DST_MEM:
@@ -338,12 +342,18 @@ static int on_body_io(const void *data, size_t len, void *payload) {
         s3x_bytes_copy(s->buf + s->got, data, len);
         break;
     }
-    if (R->hashing == HASH_PROBE && s->index == 0) s3x_hasher_update(&R->hasher, data, len);
-    s->got += (int64_t)len;
+    if (s->index == 0 && R->hashing == HASH_PROBE) s3x_hasher_update(&R->hasher, data, len);
+    __atomic_store_n(&s->got, s->got + (int64_t)len, __ATOMIC_RELAXED);
     return 0;
 }
 
 /* ---- planning -------------------------------------------------------------------- */
+
+/* Adds the seconds a range's attempt spent in on_body to the result. */
+static void fold_io(drun *R, rslot *s) {
+    R->x->res->io_seconds += s->io_s;
+    s->io_s = 0;
+}
 
 /* Fills a range's request for its next attempt. */
 static int prepare_range(drun *R, rslot *s) {
@@ -357,9 +367,17 @@ static int prepare_range(drun *R, rslot *s) {
     if (rc) return rc;
     r->write_fn = on_body;
     r->write_payload = s;
+    /* The ranges after the probe may be received on another thread
+     * (S3X_PARAM_RECEIVE_THREADS): on_body then touches only the slot, the
+     * plan (read only once the probe is learnt), the writer (locked) and
+     * the caller's buffer at the range's own offset. The probe, range 0,
+     * feeds the run's hasher and stays on the transfer's thread. */
+    r->loop_ok = !s->ask.probe && s->index != 0;
+    fold_io(R, s);
     s->got = 0;
     s->staged = 0;
     s->bad = 0;
+    s->werr = 0;
     s->checked = 0;
     s->proto = 0;
     s3x_saved_error_free(&s->perr);
@@ -417,9 +435,10 @@ static int dl_check(s3x_transfer *t, s3x_part *p) {
             return S3X_CHECK_HANDLED;
         }
     }
-    if (s->bad && R->write_errno) {
+    fold_io(R, s);
+    if (s->bad && s->werr) {
         s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
-                       strerror(R->write_errno));
+                       strerror(s->werr));
         return S3X_CHECK_HANDLED;
     }
     /* A response that is not what was asked for (another range, another
@@ -434,7 +453,7 @@ static int dl_check(s3x_transfer *t, s3x_part *p) {
     if (complete && r->status >= 200 && r->status < 300) {
         if (R->kind == DST_FILE && flush_stage(R, s) != 0) {
             s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
-                           strerror(R->write_errno));
+                           strerror(s->werr));
             return S3X_CHECK_HANDLED;
         }
         /* Fewer bytes than the range (a body without Content-Length that
@@ -581,7 +600,8 @@ static void dl_moving(s3x_transfer *t, int64_t *done, int64_t *total) {
     drun *R = t->ctx;
     *done = R->bytes_done;
     for (int i = 0; i < R->nslots; i++)
-        if (slot_at(R, i)->base.state == S3X_PART_INFLIGHT) *done += slot_at(R, i)->got;
+        if (slot_at(R, i)->base.state == S3X_PART_INFLIGHT)
+            *done += __atomic_load_n(&slot_at(R, i)->got, __ATOMIC_RELAXED);
     *total = R->plan.total;
 }
 

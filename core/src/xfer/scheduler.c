@@ -253,10 +253,9 @@ static int busy(const s3x_transfer *t) {
  * t_sent is kept (an answer slower than the timeout says nothing about
  * attempts that wait). */
 static void note_answer(s3x_transfer *t, const s3x_http_req *r, int64_t fbt) {
-    if (r->t_first_byte > 0 && (t->first_answer <= 0 || r->t_first_byte < t->first_answer))
-        t->first_answer = r->t_first_byte;
-    if (r->t_first_byte > 0 && r->t_sent > t->answered_sent && fbt > 0 &&
-        (r->t_first_byte - r->t_sent) * 1000.0 <= (double)fbt)
+    double fb = s3x_req_first_byte(r); /* r may be receiving on another thread */
+    if (fb > 0 && (t->first_answer <= 0 || fb < t->first_answer)) t->first_answer = fb;
+    if (fb > 0 && r->t_sent > t->answered_sent && fbt > 0 && (fb - r->t_sent) * 1000.0 <= (double)fbt)
         t->answered_sent = r->t_sent;
 }
 
@@ -284,7 +283,7 @@ static void fb_look(s3x_transfer *t, fb_view *v) {
         v->waiting++;
         note_answer(t, &p->req, v->fbt);
         const s3x_http_req *r = &p->req;
-        if (r->t_sent > 0 && r->t_first_byte <= 0 && nages < S3X_FBT_WAITING_MAX)
+        if (r->t_sent > 0 && s3x_req_first_byte(r) <= 0 && nages < S3X_FBT_WAITING_MAX)
             ages[nages++] = (now - r->t_sent) * 1000.0;
     }
     /* The attempts waiting count in the relative timeout at their ages (retry.h). */
@@ -294,7 +293,7 @@ static void fb_look(s3x_transfer *t, fb_view *v) {
 /* When p's attempt in flight is to be cut (s3x_now() clock), 0: not timed. */
 static double fb_due(const s3x_transfer *t, const fb_view *v, const s3x_part *p) {
     const s3x_http_req *r = &p->req;
-    if (v->fbt <= 0 || r->t_sent <= 0 || r->t_first_byte > 0) return 0;
+    if (v->fbt <= 0 || r->t_sent <= 0 || s3x_req_first_byte(r) > 0) return 0;
     double ms = (double)v->fbt;
     if (v->relative) {
         if (p->fb_floor_ms > ms) ms = p->fb_floor_ms;
@@ -346,7 +345,7 @@ static int poll_timeout_ms(s3x_sched *s) {
  * are left alone: a tail of held ones can fill most lanes at once too. */
 static int first_wave_waiting(const s3x_transfer *t, const s3x_part *p, double now, double half_s) {
     const s3x_http_req *r = &p->req;
-    return p->state == S3X_PART_INFLIGHT && r->t_sent > 0 && r->t_first_byte <= 0 &&
+    return p->state == S3X_PART_INFLIGHT && r->t_sent > 0 && s3x_req_first_byte(r) <= 0 &&
            (t->first_answer <= 0 || r->t_sent < t->first_answer) && now - r->t_sent >= half_s;
 }
 
