@@ -33,6 +33,9 @@ Runners (downloads go to a tmpfs file unless said otherwise):
                    the same two with S3X_COPY_PLAIN=1: every copy into a
                    range buffer a plain memcpy (core/src/util/bytecopy.h),
                    to set the pieced copy beside it in the same rounds
+  s3xfer-cli-rt2, s3xfer-cli-null-rt2
+                   the same two with --receive-threads 2: the ranges
+                   received on two threads (docs/performance.md)
   s3xfer-cli-null-nohuge  s3xfer-cli-null with S3X_POOL_NO_HUGE=1: range
                    buffers from malloc in 4 KiB pages, not mapped for huge
                    pages (core/src/xfer/pool.c)
@@ -104,7 +107,8 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy",
-        "s3xfer-cli-null-nohuge", "s3xfer-py", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
+        "s3xfer-cli-null-nohuge", "s3xfer-cli-rt2", "s3xfer-cli-null-rt2", "s3xfer-py", "awscrt",
+        "obstore-get", "obstore-ranges", "s5cmd",
         "rclone", "curl", "curl-parallel-null", "curl-procs-null", "bare-get-null",
         "bare-get-copy-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
         "dd-tmpfs"]
@@ -113,6 +117,8 @@ UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl",
 VARIANTS = {"s3xfer-cli-plaincopy": ("s3xfer-cli", "S3X_COPY_PLAIN"),
             "s3xfer-cli-null-plaincopy": ("s3xfer-cli-null", "S3X_COPY_PLAIN"),
             "s3xfer-cli-null-nohuge": ("s3xfer-cli-null", "S3X_POOL_NO_HUGE")}
+# The same runner with --receive-threads N (ranges received on N threads).
+RECV = {"s3xfer-cli-rt2": ("s3xfer-cli", 2), "s3xfer-cli-null-rt2": ("s3xfer-cli-null", 2)}
 CURL_REFS = ("curl-parallel-null", "curl-procs-null")  # downloads into /dev/null, checked by byte counts
 BARE = {"bare-get-null": "discard", "bare-get-copy-null": "copy"}  # benchmarks/bare_get.c, plain HTTP only
 QUICK = ["s3xfer-cli", "awscrt", "curl", "iperf3-P8", "iperf3-P1", "dd-tmpfs"]
@@ -137,6 +143,8 @@ TLS_HOW = {
     "s3xfer-cli-plaincopy": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-cli-null-plaincopy": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-cli-null-nohuge": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-cli-rt2": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-cli-null-rt2": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-py": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "awscrt": "TlsContextOptions.override_default_trust_store_from_path(ca.pem), server name 127.0.0.1",
     "obstore": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
@@ -332,6 +340,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
     env = client_env(ctx, wl)
     ep = env["AWS_ENDPOINT_URL"]
     base, switch = VARIANTS.get(runner, (runner, None))
+    base, recv = RECV.get(base, (base, 1))
     if switch:
         env[switch] = "1"
     # Uploads to nginx go to the served key: a client that looks for its
@@ -353,7 +362,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
         m = iperf(ctx, wl, int(runner[len("iperf3-P"):]))
     elif base in ("s3xfer-cli", "s3xfer-cli-null"):
         cmd = [ctx.cli, "cp", *((url, dest) if op == "download" else (src, url)), "--no-progress", "-q",
-               *s3xfer_knobs(wl)]
+               *s3xfer_knobs(wl), *(["--receive-threads", str(recv)] if recv > 1 else [])]
         if base == "s3xfer-cli-null":
             cmd[3] = "-"
             m = measure(ctx, cmd, env=env, hash_out=True) if check_stdout else \
@@ -779,12 +788,14 @@ def main():
                                         "skipped: bare_get speaks plain HTTP only" if n in BARE and wl["tls"]
                                         else "ok"),
                                        "runs": []}
-            if "s3xfer-cli-null" in active:
+            for n in ("s3xfer-cli-null", "s3xfer-cli-null-rt2"):
+                if n not in active:
+                    continue
                 # Its measured runs go to /dev/null; the bytes are checked here once, untimed.
-                x = one_run(ctx, wl, "s3xfer-cli-null", check_stdout=True)
-                B.log(f"bench:   check s3xfer-cli-null through a pipe: {'ok' if x['ok'] else x['error']}")
+                x = one_run(ctx, wl, n, check_stdout=True)
+                B.log(f"bench:   check {n} through a pipe: {'ok' if x['ok'] else x['error']}")
                 if not x["ok"]:
-                    w["runners"]["s3xfer-cli-null"]["runs"].append(x)
+                    w["runners"][n]["runs"].append(x)
             total = a.warmup + runs
             prev = None  # the runner that ran just before (kept with each run)
             for rnd in range(total):
