@@ -35,7 +35,9 @@ Runners (downloads go to a tmpfs file unless said otherwise):
                    to set the pieced copy beside it in the same rounds
   s3xfer-cli-rt2, s3xfer-cli-null-rt2
                    the same two with --receive-threads 2: the ranges
-                   received on two threads (docs/performance.md)
+                   received on two threads (docs/performance.md); the file
+                   row with S3X_RECEIVE_FILES=1, without which a file's
+                   ranges keep one thread
   s3xfer-cli-null-nohuge  s3xfer-cli-null with S3X_POOL_NO_HUGE=1: range
                    buffers from malloc in 4 KiB pages, not mapped for huge
                    pages (core/src/xfer/pool.c)
@@ -118,6 +120,8 @@ VARIANTS = {"s3xfer-cli-plaincopy": ("s3xfer-cli", "S3X_COPY_PLAIN"),
             "s3xfer-cli-null-plaincopy": ("s3xfer-cli-null", "S3X_COPY_PLAIN"),
             "s3xfer-cli-null-nohuge": ("s3xfer-cli-null", "S3X_POOL_NO_HUGE")}
 # The same runner with --receive-threads N (ranges received on N threads).
+# s3xfer-cli-rt2 writes a file, whose ranges use the receiving threads only
+# with the benchmark switch S3X_RECEIVE_FILES=1 (set for that row).
 RECV = {"s3xfer-cli-rt2": ("s3xfer-cli", 2), "s3xfer-cli-null-rt2": ("s3xfer-cli-null", 2)}
 CURL_REFS = ("curl-parallel-null", "curl-procs-null")  # downloads into /dev/null, checked by byte counts
 BARE = {"bare-get-null": "discard", "bare-get-copy-null": "copy"}  # benchmarks/bare_get.c, plain HTTP only
@@ -341,6 +345,8 @@ def one_run(ctx, wl, runner, check_stdout=False):
     ep = env["AWS_ENDPOINT_URL"]
     base, switch = VARIANTS.get(runner, (runner, None))
     base, recv = RECV.get(base, (base, 1))
+    if recv > 1 and base == "s3xfer-cli":
+        env["S3X_RECEIVE_FILES"] = "1"
     if switch:
         env[switch] = "1"
     # Uploads to nginx go to the served key: a client that looks for its

@@ -71,10 +71,11 @@ class Client:
         retry_timeout: ms (default 120000) a single operation keeps retrying
             throttling answers whatever ``max_attempts`` says; 0 = throttling is
             retried ``max_attempts`` times like other errors.
-        receive_threads: threads that receive a download's ranges, 1 .. 8
-            (default 1: all on the thread running the transfer). With N > 1,
-            N - 1 more threads per native handle, each with connections of its
-            own, take ranges as they start; see docs/performance.md.
+        receive_threads: threads that receive the ranges of downloads into
+            memory or a file object, 1 .. 8 (default 1: all on the thread
+            running the transfer). With N > 1, N - 1 more threads per native
+            handle, each with connections of its own, take ranges as they
+            start; ``download_file`` keeps one. See docs/performance.md.
         Transfers (``upload_file``, ...) take these knobs from their
         :class:`TransferConfig` instead.
 

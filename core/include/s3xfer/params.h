@@ -58,11 +58,13 @@ typedef enum s3x_param {
                                        loss soon after the download may leave the renamed file empty or
                                        partial (the kernel writes it back within about 30 s) */
     S3X_PARAM_CHECKSUM_TYPE,        /* s3x_checksum_type (multipart upload); default COMPOSITE */
-    S3X_PARAM_RECEIVE_THREADS,      /* client, 1 .. 8 (default 1): threads that receive downloads' ranged
-                                       GETs. 1: every request runs on the thread that drives the
-                                       transfer. N > 1: N - 1 more threads, each with connections of its
-                                       own, take ranges as they start (the least busy first); the rest of
-                                       the transfer stays on the driving thread. See docs/performance.md */
+    S3X_PARAM_RECEIVE_THREADS,      /* client, 1 .. 8 (default 1): threads that receive the ranged GETs of
+                                       downloads into memory or a stream. 1: every request runs on the
+                                       thread that drives the transfer. N > 1: N - 1 more threads, each
+                                       with connections of its own, take ranges as they start (the least
+                                       busy first); the rest of the transfer stays on the driving thread.
+                                       Downloads to a file keep one receiving thread (their writer threads
+                                       do the file's work). See docs/performance.md */
 
     S3X_PARAM__COUNT
 } s3x_param;

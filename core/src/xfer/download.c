@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,6 +350,24 @@ static int on_body_io(const void *data, size_t len, void *payload) {
 
 /* ---- planning -------------------------------------------------------------------- */
 
+/* A file's ranges stay on the transfer's thread: its writer threads already
+ * take the page-cache work off the loop, and on the 2-core machine we
+ * measure on a second receiving thread made file downloads slower
+ * (docs/performance.md). S3X_RECEIVE_FILES=1 (benchmarks only) lets them
+ * go to the receiving loops too. */
+static int g_receive_files;
+static pthread_once_t g_receive_files_once = PTHREAD_ONCE_INIT;
+
+static void receive_files_init(void) {
+    const char *e = getenv("S3X_RECEIVE_FILES");
+    g_receive_files = e && !strcmp(e, "1");
+}
+
+static int receive_files(void) {
+    pthread_once(&g_receive_files_once, receive_files_init);
+    return g_receive_files;
+}
+
 /* Adds the seconds a range's attempt spent in on_body to the result. */
 static void fold_io(drun *R, rslot *s) {
     R->x->res->io_seconds += s->io_s;
@@ -367,12 +386,12 @@ static int prepare_range(drun *R, rslot *s) {
     if (rc) return rc;
     r->write_fn = on_body;
     r->write_payload = s;
-    /* The ranges after the probe may be received on another thread
-     * (S3X_PARAM_RECEIVE_THREADS): on_body then touches only the slot, the
+    /* The ranges after the probe of a download into memory or a stream may
+     * be received on another thread (S3X_PARAM_RECEIVE_THREADS): on_body then touches only the slot, the
      * plan (read only once the probe is learnt), the writer (locked) and
      * the caller's buffer at the range's own offset. The probe, range 0,
      * feeds the run's hasher and stays on the transfer's thread. */
-    r->loop_ok = !s->ask.probe && s->index != 0;
+    r->loop_ok = !s->ask.probe && s->index != 0 && (R->kind != DST_FILE || receive_files());
     fold_io(R, s);
     s->got = 0;
     s->staged = 0;
