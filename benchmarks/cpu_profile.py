@@ -192,24 +192,11 @@ def main():
         runs.append(tuple(r.split("=", 1)))
     if a.serve:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import atexit
         import benchlib as B
         import limit_servers as LS
         size = B.parse_size(a.serve)
         a.gib = size / 2**30
-        LS.ensure_apt(["nginx"])
-        d = tempfile.mkdtemp(prefix="s3x-cpuprof-srv-", dir="/dev/shm")
-        os.chmod(d, 0o755)  # nginx's workers run as another user and must read the object
-        atexit.register(shutil.rmtree, d, True)
-        atexit.register(LS.stop_all)
-        LS.install_signal_handlers()
-        www = os.path.join(d, "www")
-        os.makedirs(os.path.join(www, "bkt"))
-        src = os.path.join(www, "bkt", "obj")
-        os.replace(B.make_file(d, size)[0], src)
-        os.chmod(src, 0o644)
-        certs = LS.make_certs(d)
-        srv = LS.start_nginx(d, www, True, certs)
+        d, srv, certs, src = LS.serve_object(size, "s3x-cpuprof-srv-")
         dst = os.path.join(d, "download.out")
         subst = {"http": f"http://127.0.0.1:{srv['http']}", "https": f"https://127.0.0.1:{srv['https']}",
                  "ca": certs["ca"], "src": src, "dst": dst}

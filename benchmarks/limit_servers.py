@@ -342,3 +342,24 @@ def install_signal_handlers():
     def on_term(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, on_term)
+
+
+def serve_object(size, prefix):
+    """nginx (plain and TLS, a CA of the run's own) serving `size` random
+    bytes as /bkt/obj from a fresh tmpfs dir, both removed and stopped at
+    exit: (dir, the start_nginx dict, the make_certs dict, the object's path)."""
+    import atexit
+    import tempfile
+    ensure_apt(["nginx"])
+    d = tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.chmod(d, 0o755)  # nginx's workers run as another user and must read the object
+    atexit.register(shutil.rmtree, d, True)
+    atexit.register(stop_all)
+    install_signal_handlers()
+    www = os.path.join(d, "www")
+    os.makedirs(os.path.join(www, "bkt"))
+    src = os.path.join(www, "bkt", "obj")
+    os.replace(B.make_file(d, size)[0], src)
+    os.chmod(src, 0o644)
+    certs = make_certs(d)
+    return d, start_nginx(d, www, True, certs), certs, src

@@ -28,14 +28,11 @@ moved. nginx (limit_servers.py) serves SIZE random bytes from tmpfs on
 """
 
 import argparse
-import atexit
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -86,19 +83,8 @@ def main():
     build = B.build_dir(a.build)
     exe = os.path.join(build, "s3xfer")
     size = B.parse_size(a.size)
-    LS.ensure_apt(["nginx", "iperf3"])
-    d = tempfile.mkdtemp(prefix="s3x-twoloops-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    os.chmod(d, 0o755)  # nginx's workers run as another user and must read the object
-    atexit.register(shutil.rmtree, d, True)
-    atexit.register(LS.stop_all)
-    LS.install_signal_handlers()
-    www = os.path.join(d, "www")
-    os.makedirs(os.path.join(www, "bkt"))
-    src = os.path.join(www, "bkt", "obj")
-    os.replace(B.make_file(d, size)[0], src)
-    os.chmod(src, 0o644)
-    certs = LS.make_certs(d)
-    srv = LS.start_nginx(d, www, True, certs)
+    LS.ensure_apt(["iperf3"])
+    d, srv, certs, _ = LS.serve_object(size, "s3x-twoloops-")
     ip = LS.start_iperf3(d)
     env = dict(os.environ, AWS_ACCESS_KEY_ID="limit", AWS_SECRET_ACCESS_KEY="limit-secret",
                AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", AWS_CA_BUNDLE=certs["ca"])

@@ -230,6 +230,27 @@ static long long run_first_wave(s3x_client *cl, const char *prefix, int lanes, i
     return resends;
 }
 
+/* A good and a bad (404) transfer of 10 parts on one list of 4
+ * connections: the bad one stops alone with its own error, the good one
+ * completes. */
+static void good_and_bad(s3x_client *cl, const char *gp, const char *bp) {
+    s3x_sched s;
+    s3x_sched_init(&s, cl, 4);
+    one good, bad;
+    one_init(&good, cl, 1, gp, 10);
+    one_init(&bad, cl, 2, bp, 10);
+    s3x_sched_add(&s, &good.t, &test_kind, &good.c, &good.x, 4, 0);
+    s3x_sched_add(&s, &bad.t, &test_kind, &bad.c, &bad.x, 4, 0);
+    CHECK(s3x_sched_run(&s) == -1, "%s: the run reports a failure", gp);
+    CHECK(good.c.taken == 10 && !good.x.failed, "%s: the good transfer completes (%d/10)", gp, good.c.taken);
+    CHECK(bad.x.failed && bad.c.taken == 0, "%s: the bad transfer failed, nothing taken", bp);
+    int code = s3x_error_restore(&bad.x.err);
+    CHECK(code == S3X_EHTTP && s3x_error_last()->http_status == 404, "%s: its own error: %d %s", bp, code,
+          s3x_error_last()->message);
+    one_done(&s, &good);
+    one_done(&s, &bad);
+}
+
 /* A DYNAMIC transfer of nparts whose one held part (the server holds it 2 s)
  * is cut once and re-sent, not waited out. */
 static void held_once(s3x_client *cl, const char *prefix, int nparts) {
@@ -314,23 +335,7 @@ int main(void) {
 
     /* One transfer fails (404): it stops alone with its own error, the
      * other completes. */
-    {
-        s3x_sched s;
-        s3x_sched_init(&s, cl, 4);
-        one good, bad;
-        one_init(&good, cl, 1, "good", 10);
-        one_init(&bad, cl, 2, "bad", 10);
-        s3x_sched_add(&s, &good.t, &test_kind, &good.c, &good.x, 4, 0);
-        s3x_sched_add(&s, &bad.t, &test_kind, &bad.c, &bad.x, 4, 0);
-        CHECK(s3x_sched_run(&s) == -1, "the run reports a failure");
-        CHECK(good.c.taken == 10 && !good.x.failed, "the good transfer completes (%d/10)", good.c.taken);
-        CHECK(bad.x.failed && bad.c.taken == 0, "the bad transfer failed, nothing taken");
-        int code = s3x_error_restore(&bad.x.err);
-        CHECK(code == S3X_EHTTP && s3x_error_last()->http_status == 404, "its own error: %d %s", code,
-              s3x_error_last()->message);
-        one_done(&s, &good);
-        one_done(&s, &bad);
-    }
+    good_and_bad(cl, "good", "bad");
 
     /* A 503 per part: retried through the one retry path and counted. */
     {
@@ -469,22 +474,7 @@ int main(void) {
         one_done(&s, &big);
         one_done(&s, &small);
     }
-    {
-        s3x_sched s;
-        s3x_sched_init(&s, cl, 4);
-        one good, bad;
-        one_init(&good, cl, 1, "loopgood", 10);
-        one_init(&bad, cl, 2, "loopbad", 10);
-        s3x_sched_add(&s, &good.t, &test_kind, &good.c, &good.x, 4, 0);
-        s3x_sched_add(&s, &bad.t, &test_kind, &bad.c, &bad.x, 4, 0);
-        CHECK(s3x_sched_run(&s) == -1, "loops: the run reports a failure");
-        CHECK(good.c.taken == 10 && !good.x.failed, "loops: the good transfer completes (%d/10)", good.c.taken);
-        int code = s3x_error_restore(&bad.x.err);
-        CHECK(bad.x.failed && code == S3X_EHTTP && s3x_error_last()->http_status == 404,
-              "loops: the bad one fails with its own error: %d %s", code, s3x_error_last()->message);
-        one_done(&s, &good);
-        one_done(&s, &bad);
-    }
+    good_and_bad(cl, "loopgood", "loopbad");
     held_once(cl, "loopheld", 24);
     {
         s3x_sched s;
