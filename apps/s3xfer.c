@@ -814,10 +814,17 @@ int main(int argc, char **argv) {
         else if (s3x_client_set(c, S3X_PARAM_ADDRESSING_STYLE, v)) rc = cli_fail("--addressing-style");
     }
     if (!rc && recv) {
-        char *end = NULL;
-        long v = strtol(recv, &end, 10);
-        if (!*recv || *end) rc = cli_usage_error("--receive-threads takes a number");
-        else if (s3x_client_set(c, S3X_PARAM_RECEIVE_THREADS, v)) rc = cli_fail("--receive-threads");
+        int64_t v;
+        const char *why = NULL;
+        if (cli_parse_size(recv, 0, &v, &why) != 0) {
+            fprintf(stderr, "%s: --receive-threads: '", cli_prog);
+            cli_put_escaped(stderr, recv);
+            fprintf(stderr, "' is not a valid number: %s\n", why);
+            rc = 2;
+        } else if (s3x_client_set(c, S3X_PARAM_RECEIVE_THREADS, v)) {
+            cli_fail("--receive-threads");
+            rc = 2; /* out of range: a usage error, as for the other knobs */
+        }
     }
     /* The retry knobs govern every request, so the client's own (ls, rm, mb,
      * rb, and the HEADs and listings around a copy) take them too. */

@@ -98,7 +98,7 @@ def test_receive_threads(cli, boto, bucket, tmp_path):
         dst.unlink()
     p = run(cli, *opts, "cp", "--part-size", "5MiB", f"s3://{bucket}/rt", "-")
     assert p.stdout == data
-    for bad, needle in (("0", "receive_threads"), ("9", "receive_threads"), ("two", "takes a number")):
+    for bad, needle in (("0", "receive_threads"), ("9", "receive_threads"), ("two", "is not a valid number")):
         p = run(cli, "--receive-threads", bad, "cp", f"s3://{bucket}/rt", str(tmp_path / "no"), check=False)
         assert p.returncode != 0 and needle in p.stderr.decode(), p.stderr
     assert not (tmp_path / "no").exists()

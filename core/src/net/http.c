@@ -480,9 +480,9 @@ int s3x_http_prepare(s3x_client *c, s3x_http_req *r) {
 
 /* ---- running ------------------------------------------------------------ */
 
-static void apply_multi_limits(s3x_client *c, CURLM *m) {
-    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
-    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
+static void apply_multi_limits(s3x_client *c) {
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)c->params[S3X_PARAM_MAX_CONNECTIONS]);
 }
 
 /* ---- receiving loops ------------------------------------------------------
@@ -513,6 +513,7 @@ typedef struct s3x_loop {
     s3x_http_req *add, *drop, *done;
     int held;                  /* requests given to this loop and not yet handed back */
     int stop;
+    long max_conns, applied;   /* the client's MAX_CONNECTIONS as last seen, and as set on multi */
 } s3x_loop;
 
 static void list_push(s3x_http_req **head, s3x_http_req *r) {
@@ -532,6 +533,11 @@ static void list_unlink(s3x_http_req **head, s3x_http_req *r) {
 /* The loop's thread, with l->mu held: adds the queued requests to its
  * multi, takes out the dropped ones. */
 static void loop_take_lists(s3x_loop *l) {
+    if (l->applied != l->max_conns) {
+        curl_multi_setopt(l->multi, CURLMOPT_MAX_HOST_CONNECTIONS, l->max_conns);
+        curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, l->max_conns);
+        l->applied = l->max_conns;
+    }
     int dropped = 0;
     while (l->drop) {
         s3x_http_req *r = l->drop;
@@ -645,8 +651,8 @@ void s3x_http_loops_stop(s3x_client *c) {
 static s3x_loop *pick_loop(s3x_client *c, s3x_http_req *r) {
     if (!r->loop_ok || c->params[S3X_PARAM_RECEIVE_THREADS] < 2) return NULL;
     ensure_loops(c);
-    int n = c->nloops < c->params[S3X_PARAM_RECEIVE_THREADS] - 1 ? c->nloops
-                                                                 : (int)c->params[S3X_PARAM_RECEIVE_THREADS] - 1;
+    int want = (int)c->params[S3X_PARAM_RECEIVE_THREADS] - 1; /* fewer after the knob was lowered */
+    int n = c->nloops < want ? c->nloops : want;
     s3x_loop *best = NULL;
     int least = c->main_running;
     for (int i = 0; i < n; i++) {
@@ -665,8 +671,8 @@ static s3x_loop *pick_loop(s3x_client *c, s3x_http_req *r) {
 int s3x_http_start(s3x_client *c, s3x_http_req *r) {
     s3x_loop *l = pick_loop(c, r);
     if (l) {
-        apply_multi_limits(c, l->multi); /* curl_multi_setopt only stores the values */
         pthread_mutex_lock(&l->mu);
+        l->max_conns = (long)c->params[S3X_PARAM_MAX_CONNECTIONS]; /* set by the loop's thread */
         r->loop = l;
         r->loop_state = LS_QUEUED;
         list_push(&l->add, r);
@@ -677,7 +683,7 @@ int s3x_http_start(s3x_client *c, s3x_http_req *r) {
         curl_multi_wakeup(l->multi);
         return 0;
     }
-    apply_multi_limits(c, c->multi);
+    apply_multi_limits(c);
     CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
     if (mc != CURLM_OK)
         return s3x_seterr(S3X_EINTERNAL, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
