@@ -1,6 +1,9 @@
 /* s3x_bytes_copy (core/src/util/bytecopy.c): the same bytes as memcpy at every
  * distance modulo 4096 (the pieced path at 1-31) and at sizes around the
- * piece size, and nothing written outside [dst, dst + n). */
+ * piece size, and nothing written outside [dst, dst + n). The same for
+ * s3x_bytes_copy_to into a large region (non-temporal stores on x86-64:
+ * every destination alignment modulo 64, sizes around S3X_BYTES_COLD_MIN)
+ * and into a small one. */
 #include "bytecopy.h"
 #include "tap.h"
 #include <stdint.h>
@@ -9,9 +12,10 @@
 
 #define GUARD 64
 
-static void check_all(int plain) {
+static void check_all(int plain, size_t region) {
     size_t sizes[] = {0, 1, 63, S3X_BYTES_COPY_PIECE - 1, S3X_BYTES_COPY_PIECE, S3X_BYTES_COPY_PIECE + 1, 3 * S3X_BYTES_COPY_PIECE + 7,
-                      16384, 262144 + 13};
+                      16384, 262144 + 13, S3X_BYTES_COLD_MIN - 1, S3X_BYTES_COLD_MIN, S3X_BYTES_COLD_MIN + 1,
+                      S3X_BYTES_COLD_MIN + 63, 16384 + 65};
     size_t cap = 262144 + 3 * 4096; /* a multiple of 4096, as aligned_alloc asks */
     unsigned char *src = aligned_alloc(4096, cap), *dst = aligned_alloc(4096, cap + 4096);
     if (!src || !dst) {
@@ -34,25 +38,30 @@ static void check_all(int plain) {
                     break;
                 }
                 memset(dst, 0xA5, cap + 4096);
-                void *r = s3x_bytes_copy(d, s, n);
+                void *r = region ? s3x_bytes_copy_to(d, s, n, region) : s3x_bytes_copy(d, s, n);
                 if (r != d || memcmp(d, s, n)) bad = 1;
                 for (unsigned char *g = d - GUARD; g < d && !bad; g++) bad = *g != 0xA5;
                 for (unsigned char *g = d + n; g < d + n + GUARD && !bad; g++) bad = *g != 0xA5;
-                if (bad) CHECK(0, "plain=%d size %zu distance %zu: bytes differ or a guard was written", plain, n, ahead);
-                if (ahead >= 1 && ahead < 32 && n > S3X_BYTES_COPY_PIECE) pieced++;
+                if (bad)
+                    CHECK(0, "plain=%d region %zu size %zu distance %zu: bytes differ or a guard was written", plain, region,
+                          n, ahead);
+                int cold = region >= S3X_BYTES_COLD_REGION && n >= S3X_BYTES_COLD_MIN;
+                if (ahead >= 1 && ahead < 32 && n > S3X_BYTES_COPY_PIECE && !cold) pieced++;
             }
         }
     }
-    CHECK(!bad, "plain=%d: every size and distance copies exactly its bytes", plain);
+    CHECK(!bad, "plain=%d region %zu: every size and distance copies exactly its bytes", plain, region);
     CHECK(pieced > 0, "the pieced path was taken (%d copies)", pieced);
     free(src);
     free(dst);
 }
 
 int main(void) {
-    check_all(0);
-    s3x_bytes_copy_plain = 1;
-    check_all(1);
+    size_t regions[] = {0, S3X_BYTES_COLD_REGION - 1, S3X_BYTES_COLD_REGION, (size_t)1 << 30};
+    for (int plain = 0; plain < 2; plain++) {
+        s3x_bytes_copy_plain = plain;
+        for (size_t i = 0; i < sizeof regions / sizeof *regions; i++) check_all(plain, regions[i]);
+    }
     s3x_bytes_copy_plain = 0;
     return tap_summary("test_bytecopy");
 }

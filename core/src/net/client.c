@@ -22,6 +22,8 @@ static void global_init(void) {
     s3x_xml_init();
     const char *plain = getenv("S3X_COPY_PLAIN");
     s3x_bytes_copy_plain = plain && !strcmp(plain, "1");
+    const char *cold = getenv("S3X_COPY_COLD");
+    s3x_bytes_copy_cold = !(cold && !strcmp(cold, "0"));
 }
 
 const char *s3x_version(void) { return S3XFER_VERSION; }

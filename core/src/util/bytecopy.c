@@ -1,8 +1,13 @@
 #include "bytecopy.h"
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define S3X_HAVE_STREAM_STORES 1
+#endif
 
 int s3x_bytes_copy_plain;
+int s3x_bytes_copy_cold = 1;
 
 void *s3x_bytes_copy(void *dst, const void *src, size_t n) {
     size_t ahead = (size_t)(((uintptr_t)dst - (uintptr_t)src) & 4095u);
@@ -17,4 +22,34 @@ void *s3x_bytes_copy(void *dst, const void *src, size_t n) {
     }
     memcpy(o, i, n);
     return dst;
+}
+
+void *s3x_bytes_copy_to(void *dst, const void *src, size_t n, size_t region) {
+#ifdef S3X_HAVE_STREAM_STORES
+    if (region < S3X_BYTES_COLD_REGION || n < S3X_BYTES_COLD_MIN || s3x_bytes_copy_plain || !s3x_bytes_copy_cold)
+        return s3x_bytes_copy(dst, src, n);
+    char *o = dst;
+    const char *i = src;
+    size_t head = (size_t)(-(uintptr_t)o & 63u);
+    memcpy(o, i, head);
+    o += head;
+    i += head;
+    n -= head;
+    for (; n >= 64; o += 64, i += 64, n -= 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)i);
+        __m128i b = _mm_loadu_si128((const __m128i *)(i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(i + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(i + 48));
+        _mm_stream_si128((__m128i *)o, a);
+        _mm_stream_si128((__m128i *)(o + 16), b);
+        _mm_stream_si128((__m128i *)(o + 32), c);
+        _mm_stream_si128((__m128i *)(o + 48), d);
+    }
+    memcpy(o, i, n);
+    _mm_sfence();
+    return dst;
+#else
+    (void)region;
+    return s3x_bytes_copy(dst, src, n);
+#endif
 }

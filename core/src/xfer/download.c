@@ -333,14 +333,17 @@ static int on_body_io(const void *data, size_t len, void *payload) {
             s3x_seterr(S3X_EINTERNAL, "a range would end past the %zu-byte buffer", R->mem_cap);
             return keep_proto_error(s);
         }
-        s3x_bytes_copy(R->mem + off, data, len);
+        /* The object is read by the caller once it is all in: if it is
+         * large, out of the cache by then. */
+        s3x_bytes_copy_to(R->mem + off, data, len, s->verdict.total > 0 ? (size_t)s->verdict.total : 0);
         break;
     case DST_STREAM:
         if (!s->buf || (uint64_t)s->got + len > s->buf_size) {
             s3x_seterr(S3X_EINTERNAL, "a range would end past its %zu-byte buffer", s->buf_size);
             return keep_proto_error(s);
         }
-        s3x_bytes_copy(s->buf + s->got, data, len);
+        /* A range is handed over once it is all in (deliver). */
+        s3x_bytes_copy_to(s->buf + s->got, data, len, s->buf_size);
         break;
     }
     if (s->index == 0 && R->hashing == HASH_PROBE) s3x_hasher_update(&R->hasher, data, len);
