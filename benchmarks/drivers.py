@@ -7,7 +7,10 @@
 CLIENT: s3xfer-py | boto3 | awscrt | noop (imports nothing: the interpreter's
 own cost). `--file -` streams: upload reads stdin, download writes stdout.
 `--sink slow:MIBPS` downloads into an in-process consumer that takes at most
-MIBPS MiB/s (s3xfer-py only). The result file holds the in-process transfer
+MIBPS MiB/s (s3xfer-py only); `--sink memory:SIZE` downloads into a
+bytearray of SIZE bytes made in the timed part (`download_into`, s3xfer-py
+only), whose sha256 is taken after the timing and reported with its time and
+CPU (sha256, verify_s, verify_cpu). The result file holds the in-process transfer
 seconds and CPU seconds, and for s3xfer the TransferResult.
 """
 
@@ -79,6 +82,17 @@ def run_s3xfer(a):
             r = c.upload_fileobj(sys.stdin.buffer, a.bucket, a.key, config=cfg)
         else:
             r = c.upload_file(a.file, a.bucket, a.key, config=cfg)
+    elif a.sink and a.sink.startswith("memory:"):
+        buf = bytearray(int(a.sink.split(":", 1)[1]))
+        r = c.download_into(a.bucket, a.key, buf, config=cfg)
+        secs = time.monotonic() - t0
+        import hashlib
+        v0, ru0 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+        got = hashlib.sha256(memoryview(buf)[:r.bytes]).hexdigest()
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        d = {f: getattr(r, f) for f in r.__dataclass_fields__}
+        return secs, r.bytes, {"s3xfer": d, "sha256": got, "verify_s": time.monotonic() - v0,
+                               "verify_cpu": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime}
     elif a.sink:
         rate = float(a.sink.split(":", 1)[1]) * (1 << 20)
         r = c.download_fileobj(a.bucket, a.key, SlowSink(rate), config=cfg)
