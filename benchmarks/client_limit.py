@@ -41,10 +41,11 @@ Runners (downloads go to a tmpfs file unless said otherwise):
   s3xfer-cli-null-nohuge  s3xfer-cli-null with S3X_POOL_NO_HUGE=1: range
                    buffers from malloc in 4 KiB pages, not mapped for huge
                    pages (core/src/xfer/pool.c)
-  s3xfer-cli-null-nocold, s3xfer-cli-null-rt2-nocold
-                   s3xfer-cli-null (-rt2) with S3X_COPY_COLD=0: the copies
-                   into range buffers made with memcpy rather than with
-                   non-temporal stores (core/src/util/bytecopy.h)
+  s3xfer-cli-null-nocold, s3xfer-cli-null-rt2-nocold, s3xfer-py-mem-nocold
+                   s3xfer-cli-null (-rt2), s3xfer-py-mem with
+                   S3X_COPY_COLD=0: the copies into range buffers and
+                   memory made with memcpy rather than with non-temporal
+                   stores (core/src/util/bytecopy.h)
   s3xfer-py        drivers.py: Client.download_file / upload_file
   s3xfer-py-mem    drivers.py --sink memory:SIZE: Client.download_into a
                    bytearray made in the timed part, as obstore-ranges does
@@ -116,7 +117,7 @@ import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy",
         "s3xfer-cli-null-nohuge", "s3xfer-cli-rt2", "s3xfer-cli-null-rt2", "s3xfer-cli-null-nocold",
-        "s3xfer-cli-null-rt2-nocold", "s3xfer-py", "s3xfer-py-mem", "awscrt",
+        "s3xfer-cli-null-rt2-nocold", "s3xfer-py", "s3xfer-py-mem", "s3xfer-py-mem-nocold", "awscrt",
         "obstore-get", "obstore-ranges", "s5cmd",
         "rclone", "curl", "curl-parallel-null", "curl-procs-null", "bare-get-null",
         "bare-get-copy-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
@@ -127,7 +128,8 @@ VARIANTS = {"s3xfer-cli-plaincopy": ("s3xfer-cli", "S3X_COPY_PLAIN", "1"),
             "s3xfer-cli-null-plaincopy": ("s3xfer-cli-null", "S3X_COPY_PLAIN", "1"),
             "s3xfer-cli-null-nohuge": ("s3xfer-cli-null", "S3X_POOL_NO_HUGE", "1"),
             "s3xfer-cli-null-nocold": ("s3xfer-cli-null", "S3X_COPY_COLD", "0"),
-            "s3xfer-cli-null-rt2-nocold": ("s3xfer-cli-null-rt2", "S3X_COPY_COLD", "0")}
+            "s3xfer-cli-null-rt2-nocold": ("s3xfer-cli-null-rt2", "S3X_COPY_COLD", "0"),
+            "s3xfer-py-mem-nocold": ("s3xfer-py-mem", "S3X_COPY_COLD", "0")}
 # The same runner with --receive-threads N (ranges received on N threads).
 # s3xfer-cli-rt2 writes a file, whose ranges use the receiving threads only
 # with the benchmark switch S3X_RECEIVE_FILES=1 (set for that row).
@@ -162,6 +164,7 @@ TLS_HOW = {
     "s3xfer-cli-null-rt2-nocold": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-py": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "s3xfer-py-mem": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
+    "s3xfer-py-mem-nocold": "AWS_CA_BUNDLE=ca.pem (libcurl CURLOPT_CAINFO)",
     "awscrt": "TlsContextOptions.override_default_trust_store_from_path(ca.pem), server name 127.0.0.1",
     "obstore": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
     "obstore-get": "client_options root_certificate=<ca.pem> (added to rustls' roots)",
@@ -389,8 +392,8 @@ def one_run(ctx, wl, runner, check_stdout=False):
                 measure(ctx, null_stdout(cmd), env=env)
         else:
             m = measure(ctx, cmd, env=env)
-    elif runner in ("s3xfer-py", "s3xfer-py-mem", "awscrt", "obstore", "obstore-get", "obstore-ranges"):
-        m = driver(ctx, wl, runner, op, key, dest if op == "download" else src, env)
+    elif base in ("s3xfer-py", "s3xfer-py-mem", "awscrt", "obstore", "obstore-get", "obstore-ranges"):
+        m = driver(ctx, wl, base, op, key, dest if op == "download" else src, env)
     elif runner == "dd-tmpfs":
         # No network: what writing SIZE into fresh tmpfs pages costs the
         # kernel (page allocation, zeroing, copy), the floor of a download to
@@ -454,7 +457,7 @@ def one_run(ctx, wl, runner, check_stdout=False):
                 got = m.get("out_sha256") if check_stdout else None
             elif runner in CURL_REFS or runner in BARE:
                 got = None  # ranges into /dev/null: their byte counts are checked above
-            elif runner.startswith("obstore") or runner == "s3xfer-py-mem":
+            elif runner.startswith("obstore") or base == "s3xfer-py-mem":
                 got = (m.get("result") or {}).get("sha256")
             else:
                 got = B.sha256_file(dest) if os.path.exists(dest) else "missing"
@@ -554,7 +557,7 @@ def runner_status(ctx, names, pip):
             why = "curl not installed"
         elif n in BARE and not shutil.which("cc"):
             why = "no C compiler (cc) to build benchmarks/bare_get.c"
-        elif n in ("s3xfer-py", "s3xfer-py-mem") and not os.path.isdir(os.path.join(ctx.build, "python", "s3xfer")):
+        elif n in ("s3xfer-py", "s3xfer-py-mem", "s3xfer-py-mem-nocold") and not os.path.isdir(os.path.join(ctx.build, "python", "s3xfer")):
             why = f"no Python package in {ctx.build}/python"
         st[n] = why
     return st
