@@ -36,14 +36,14 @@ void *s3x_bytes_copy_to(void *dst, const void *src, size_t n, size_t region) {
     i += head;
     n -= head;
     for (; n >= 64; o += 64, i += 64, n -= 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)i);
-        __m128i b = _mm_loadu_si128((const __m128i *)(i + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(i + 32));
-        __m128i d = _mm_loadu_si128((const __m128i *)(i + 48));
-        _mm_stream_si128((__m128i *)o, a);
-        _mm_stream_si128((__m128i *)(o + 16), b);
-        _mm_stream_si128((__m128i *)(o + 32), c);
-        _mm_stream_si128((__m128i *)(o + 48), d);
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)i);
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(i + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(i + 48));
+        _mm_stream_si128((__m128i *)(void *)o, a);
+        _mm_stream_si128((__m128i *)(void *)(o + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(o + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(o + 48), d);
     }
     memcpy(o, i, n);
     _mm_sfence();
