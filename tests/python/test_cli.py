@@ -113,6 +113,45 @@ def test_missing_key_download_leaves_nothing(cli, bucket, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def limit_file_size(nbytes):
+    """A preexec_fn: files the child writes stop at nbytes (the write fails with
+    EFBIG, SIGXFSZ ignored), as a full disk stops them with ENOSPC."""
+    import resource
+    import signal
+
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return apply
+
+
+@pytest.mark.parametrize("how", ["durable", "no-fsync", "recursive"])
+def test_failed_local_write_leaves_nothing(cli, boto, bucket, tmp_path, how):
+    """A download whose local writes fail (here at 1 MiB) exits non-zero with
+    the system's reason and the key, leaves no temporary file and no partial
+    destination, and keeps a file that was at the destination before."""
+    big, small = os.urandom(6 * 1024 * 1024 + 5), os.urandom(100_000)
+    boto.put_object(Bucket=bucket, Key="d/big", Body=big)
+    boto.put_object(Bucket=bucket, Key="d/small", Body=small)
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "big").write_bytes(b"what was here before")
+    if how == "recursive":
+        args = ["cp", "-r", f"s3://{bucket}/d/", str(dst) + "/"]
+    else:
+        args = ["cp", *(["--no-fsync"] if how == "no-fsync" else []),
+                "--part-size", "5MiB", f"s3://{bucket}/d/big", str(dst / "big")]
+    p = subprocess.run([cli, *args], capture_output=True, timeout=120, preexec_fn=limit_file_size(1 << 20))
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert "File too large" in err and "d/big" in err, err
+    assert (dst / "big").read_bytes() == b"what was here before"
+    want = ["big", "small"] if how == "recursive" else ["big"]
+    assert sorted(e.name for e in dst.iterdir()) == want
+    if how == "recursive":
+        assert (dst / "small").read_bytes() == small
+
+
 def keys(boto, bucket):
     return sorted(o["Key"] for o in boto.list_objects_v2(Bucket=bucket).get("Contents", []))
 
