@@ -12,8 +12,8 @@ import zlib
 import pytest
 
 
-def run(cli, *args, input=None, env=None, check=True):
-    p = subprocess.run([cli, *args], input=input, capture_output=True, env=env, timeout=120)
+def run(cli, *args, input=None, env=None, check=True, preexec_fn=None):
+    p = subprocess.run([cli, *args], input=input, capture_output=True, env=env, timeout=120, preexec_fn=preexec_fn)
     if check and p.returncode != 0:
         raise AssertionError(f"{args} exited {p.returncode}: {p.stderr.decode()}")
     return p
@@ -141,7 +141,7 @@ def test_failed_local_write_leaves_nothing(cli, boto, bucket, tmp_path, how):
     else:
         args = ["cp", *(["--no-fsync"] if how == "no-fsync" else []),
                 "--part-size", "5MiB", f"s3://{bucket}/d/big", str(dst / "big")]
-    p = subprocess.run([cli, *args], capture_output=True, timeout=120, preexec_fn=limit_file_size(1 << 20))
+    p = run(cli, *args, check=False, preexec_fn=limit_file_size(1 << 20))
     err = p.stderr.decode()
     assert p.returncode == 1, err
     assert "File too large" in err and "d/big" in err, err
