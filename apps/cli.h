@@ -118,7 +118,7 @@ void cli_json_double(FILE *f, double v);
 void cli_json_throttle(FILE *f, s3x_client *client);
 /* Writes ",\"result\":{...}": every field of r, by its C name. */
 void cli_json_put_result(FILE *f, const s3x_result *r);
-/* Writes ",\"error\":{code,name,message,http_status,s3_code,request_id}" for e
+/* Writes ",\"error\":{code,name,message,http_status,s3_code,request_id,sys_errno}" for e
  * (the message with URL user-information hidden). */
 void cli_json_put_error(FILE *f, const s3x_error *e);
 
@@ -132,6 +132,7 @@ typedef struct cli_outcome {
     const char *message;
     const char *s3_code;
     const char *request_id;
+    int sys_errno;         /* the system's errno behind a local failure, or 0 */
 } cli_outcome;
 
 /* The outcome from the library's last error on this thread. */

@@ -70,6 +70,7 @@ void cli_outcome_from_error(cli_outcome *o, int exit_code) {
     o->message = e->message && *e->message ? e->message : s3x_strerror(e->code);
     o->s3_code = e->s3_code;
     o->request_id = e->request_id;
+    o->sys_errno = e->sys_errno;
 }
 
 static void field_str(FILE *f, const char *name, const char *v) {
@@ -136,15 +137,8 @@ void cli_json_result(FILE *f, s3x_client *client, const char *command, const cha
     if (r) cli_json_put_result(f, r);
     cli_json_throttle(f, client);
     if (o->failed) {
-        char *hidden = cli_hide_userinfo(o->message);
-        fprintf(f, ",\"error\":{\"code\":%d", o->code);
-        field_str(f, "name", s3x_strerror(o->code));
-        field_str(f, "message", hidden ? hidden : o->message);
-        fprintf(f, ",\"http_status\":%d", o->http_status);
-        field_str(f, "s3_code", o->s3_code);
-        field_str(f, "request_id", o->request_id);
-        fputc('}', f);
-        free(hidden);
+        s3x_error e = {o->code, o->http_status, o->message, o->s3_code, o->request_id, o->sys_errno};
+        cli_json_put_error(f, &e);
     }
     fputs("}\n", f);
     fflush(f);
@@ -159,6 +153,7 @@ void cli_json_put_error(FILE *f, const s3x_error *e) {
     fprintf(f, ",\"http_status\":%d", e->http_status);
     field_str(f, "s3_code", e->s3_code);
     field_str(f, "request_id", e->request_id);
+    fprintf(f, ",\"sys_errno\":%d", e->sys_errno);
     fputc('}', f);
     free(hidden);
 }

@@ -324,6 +324,7 @@ static void json_cp_result(FILE *f, s3x_client *c, int upload, const char *path,
     if (lib_rc && io_err && !sig) {
         o.failed = 1;
         o.code = S3X_EIO;
+        o.sys_errno = io_err;
         o.s3_code = o.request_id = "";
         snprintf(msg, sizeof msg, "%s %s: %s", upload ? "reading" : "writing", stream_name, strerror(io_err));
         o.message = msg;

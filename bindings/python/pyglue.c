@@ -34,9 +34,10 @@ PyObject *py_raise_last(void) {
     PyObject *msg = text_or_none(e->message ? e->message : "");
     PyObject *code = text_or_none(e->s3_code ? e->s3_code : "");
     PyObject *rid = text_or_none(e->request_id ? e->request_id : "");
-    int errcode = e->code, status = e->http_status;
+    int errcode = e->code, status = e->http_status, sys_errno = e->sys_errno;
     PyObject *mod = (msg && code && rid) ? PyImport_ImportModule("s3xfer.errors") : NULL;
-    PyObject *exc = mod ? PyObject_CallMethod(mod, "_from_c", "iOiOO", errcode, msg, status, code, rid) : NULL;
+    PyObject *exc = mod ? PyObject_CallMethod(mod, "_from_c", "iOiOOi", errcode, msg, status, code, rid, sys_errno)
+                        : NULL;
     Py_XDECREF(mod);
     Py_XDECREF(msg);
     Py_XDECREF(code);
@@ -936,10 +937,10 @@ static void bulk_item_tramp(const s3x_bulk_item *it, void *payload) {
         if (it->rc) {
             const s3x_error *e = it->err;
             Py_DECREF(Py_None);
-            err = Py_BuildValue("(iNiNN)", e ? e->code : it->rc,
+            err = Py_BuildValue("(iNiNNi)", e ? e->code : it->rc,
                                 text_or_none(e && e->message ? e->message : s3x_strerror(it->rc)),
                                 e ? e->http_status : 0, text_or_none(e && e->s3_code ? e->s3_code : ""),
-                                text_or_none(e && e->request_id ? e->request_id : ""));
+                                text_or_none(e && e->request_id ? e->request_id : ""), e ? e->sys_errno : 0);
         }
         PyObject *res = NULL;
         if (it->result) {
@@ -1047,9 +1048,9 @@ PyObject *py_bulk_run(s3x_client *c, int op, const char *a1, const char *a2, con
     if (rc) {
         const s3x_error *e = s3x_error_last();
         Py_DECREF(Py_None);
-        err = Py_BuildValue("(iNiNN)", e->code ? e->code : rc, text_or_none(e->message ? e->message : ""),
+        err = Py_BuildValue("(iNiNNi)", e->code ? e->code : rc, text_or_none(e->message ? e->message : ""),
                             e->http_status, text_or_none(e->s3_code ? e->s3_code : ""),
-                            text_or_none(e->request_id ? e->request_id : ""));
+                            text_or_none(e->request_id ? e->request_id : ""), e->sys_errno);
     }
     Py_BEGIN_ALLOW_THREADS s3x_bulk_free(bulk);
     Py_END_ALLOW_THREADS;

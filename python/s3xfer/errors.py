@@ -26,27 +26,31 @@ class S3xferError(Exception):
 
     Attributes: ``message`` (text from the library), ``errno`` (the negative C
     error code, one of the ``S3X_E*`` values), ``status`` (HTTP status or 0),
-    ``code`` (S3 error code or ""), ``request_id`` (or "").
+    ``code`` (S3 error code or ""), ``request_id`` (or ""), ``sys_errno``
+    (the system's errno behind a local failure, such as ``errno.ENOSPC`` for
+    a full disk, or 0).
     """
 
     def __init__(self, message: str = "", *, errno: int = -15, status: int = 0, code: str = "",
-                 request_id: str = ""):
+                 request_id: str = "", sys_errno: int = 0):
         super().__init__(message)
         self.message = message
         self.errno = errno
         self.status = status
         self.code = code
         self.request_id = request_id
+        self.sys_errno = sys_errno
 
     def __str__(self) -> str:
         return self.message
 
     def __reduce__(self):
-        return (_rebuild, (type(self), self.message, self.errno, self.status, self.code, self.request_id))
+        return (_rebuild, (type(self), self.message, self.errno, self.status, self.code, self.request_id,
+                           self.sys_errno))
 
 
-def _rebuild(cls, message, errno, status, code, request_id):
-    return cls(message, errno=errno, status=status, code=code, request_id=request_id)
+def _rebuild(cls, message, errno, status, code, request_id, sys_errno=0):
+    return cls(message, errno=errno, status=status, code=code, request_id=request_id, sys_errno=sys_errno)
 
 
 class ClientError(S3xferError):
@@ -197,11 +201,12 @@ _BY_CODE = {
 }
 
 
-def _from_c(errno: int, message: str, status: int, code: str, request_id: str) -> S3xferError:
+def _from_c(errno: int, message: str, status: int, code: str, request_id: str, sys_errno: int = 0) -> S3xferError:
     """Builds the exception for an error reported by the C library (called from C)."""
     # S3 error codes refine server errors only; local outcomes (a changed
     # object, a checksum mismatch) keep the class of their C code.
     cls = _BY_CODE.get(code) if code and errno == -8 else None
     if cls is None:
         cls = _BY_ERRNO.get(errno, S3xferError)
-    return cls(message, errno=errno, status=status, code=code or "", request_id=request_id or "")
+    return cls(message, errno=errno, status=status, code=code or "", request_id=request_id or "",
+               sys_errno=sys_errno)

@@ -191,10 +191,12 @@ static void test_beneath(void) {
     CHECK(strstr(s3x_error_last()->message, "'a/b/c/file.txt' is a file, so 'a/b/c/file.txt/x' cannot be created") !=
               NULL,
           "clear conflict message: %s", s3x_error_last()->message);
+    CHECK_INTEQ(s3x_error_last()->sys_errno, ENOTDIR, "file as a parent: sys_errno");
     CHECK(exists("dst/a/b/c/file.txt") , "the file was not clobbered");
     /* "a/b" is a directory: the key "a/b" cannot be written as a file. */
     rc = s3x_beneath_prepare(root, "a/b", &dfd, &leaf);
     CHECK_INTEQ(rc, S3X_EIO, "directory as the leaf");
+    CHECK_INTEQ(s3x_error_last()->sys_errno, EISDIR, "directory as the leaf: sys_errno");
     CHECK(strstr(s3x_error_last()->message, "'a/b' is a directory") != NULL, "message: %s",
           s3x_error_last()->message);
 
@@ -207,6 +209,7 @@ static void test_beneath(void) {
     CHECK(symlink(outside, p) == 0, "plant a link out of the root");
     rc = s3x_beneath_prepare(root, "evil/x", &dfd, &leaf);
     CHECK_INTEQ(rc, S3X_EIO, "a link component is refused");
+    CHECK_INTEQ(s3x_error_last()->sys_errno, ELOOP, "a link component: sys_errno");
     CHECK(strstr(s3x_error_last()->message, "'evil' is a symbolic link") != NULL, "message: %s",
           s3x_error_last()->message);
     rc = s3x_beneath_prepare(root, "evil/deeper/x", &dfd, &leaf);
@@ -248,7 +251,8 @@ static void test_beneath(void) {
         if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(90);
         int r = s3x_beneath_prepare(root, "ro/x/y", &dfd, &leaf);
         const char *m = s3x_error_last()->message;
-        int ok = r == S3X_EIO && strstr(m, "cannot create directory 'ro/x': Permission denied") != NULL;
+        int ok = r == S3X_EIO && strstr(m, "cannot create directory 'ro/x': Permission denied") != NULL &&
+                 s3x_error_last()->sys_errno == EACCES;
         if (!ok) printf("#  child: rc %d, %s\n", r, m);
         fflush(stdout);
         _exit(ok ? 0 : 1);
@@ -275,6 +279,7 @@ static void test_mtime(void) {
     CHECK_INTEQ(s3x_set_mtime(dfd, leaf, 0, -1), S3X_EINVAL, "negative nsec");
     CHECK_INTEQ(s3x_set_mtime(dfd, "missing", 0, 0), S3X_EIO, "missing file");
     CHECK(strstr(s3x_error_last()->message, "missing") != NULL, "message names it");
+    CHECK_INTEQ(s3x_error_last()->sys_errno, ENOENT, "missing file: sys_errno");
     /* A link is not followed: its own times change, not its target's. */
     CHECK(symlinkat("f", dfd, "l") == 0, "link");
     CHECK_INTEQ(s3x_set_mtime(dfd, "l", 1000, 0), 0, "set the link's time");

@@ -11,6 +11,8 @@ import zlib
 
 import pytest
 
+from localfail import limit_file_size
+
 
 def run(cli, *args, input=None, env=None, check=True, preexec_fn=None):
     p = subprocess.run([cli, *args], input=input, capture_output=True, env=env, timeout=120, preexec_fn=preexec_fn)
@@ -111,18 +113,6 @@ def test_missing_key_download_leaves_nothing(cli, bucket, tmp_path):
     assert "NoSuchKey" in p.stderr.decode()
     assert not dst.exists()
     assert list(tmp_path.iterdir()) == []
-
-
-def limit_file_size(nbytes):
-    """A preexec_fn: files the child writes stop at nbytes (the write fails with
-    EFBIG, SIGXFSZ ignored), as a full disk stops them with ENOSPC."""
-    import resource
-    import signal
-
-    def apply():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
-    return apply
 
 
 @pytest.mark.parametrize("how", ["durable", "no-fsync", "recursive"])

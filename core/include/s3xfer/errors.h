@@ -39,6 +39,10 @@ typedef struct s3x_error {
     const char *message;   /* human-readable, never NULL */
     const char *s3_code;   /* S3 error code such as "NoSuchKey", or "" */
     const char *request_id;/* x-amz-request-id or "" */
+    int sys_errno;         /* the system's errno behind a local failure (ENOSPC,
+                            * EFBIG, ENOENT, EISDIR, EACCES...), 0 when none:
+                            * set with S3X_EIO, and with other codes where a
+                            * system call's failure is the cause */
 } s3x_error;
 
 /* The last error raised on the calling thread. Never NULL; the strings stay

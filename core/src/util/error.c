@@ -22,7 +22,7 @@ static char *dup_or_empty(const char *s) {
     return p;
 }
 
-static void set_fields(int code, int status, const char *s3_code, const char *request_id,
+static void set_fields(int code, int status, int sys_errno, const char *s3_code, const char *request_id,
                        char *message /* owned */) {
     /* Copy first: the new values may point into the current record. */
     char *c = dup_or_empty(s3_code), *r = dup_or_empty(request_id);
@@ -34,6 +34,7 @@ static void set_fields(int code, int status, const char *s3_code, const char *re
     g_err.request_id = r;
     g_err.pub.code = code;
     g_err.pub.http_status = status;
+    g_err.pub.sys_errno = sys_errno;
     g_err.pub.message = g_err.message ? g_err.message : "out of memory";
     g_err.pub.s3_code = g_err.s3_code ? g_err.s3_code : "";
     g_err.pub.request_id = g_err.request_id ? g_err.request_id : "";
@@ -53,7 +54,16 @@ int s3x_seterr(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     char *m = vformat(fmt, ap);
     va_end(ap);
-    set_fields(code, 0, NULL, NULL, m);
+    set_fields(code, 0, 0, NULL, NULL, m);
+    return code;
+}
+
+int s3x_seterr_sys(int code, int sys_errno, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = vformat(fmt, ap);
+    va_end(ap);
+    set_fields(code, 0, sys_errno, NULL, NULL, m);
     return code;
 }
 
@@ -63,7 +73,7 @@ int s3x_seterr_http(int code, int http_status, const char *s3_code, const char *
     va_start(ap, fmt);
     char *m = vformat(fmt, ap);
     va_end(ap);
-    set_fields(code, http_status, s3_code, request_id, m);
+    set_fields(code, http_status, 0, s3_code, request_id, m);
     return code;
 }
 
@@ -87,13 +97,14 @@ void s3x_error_save(s3x_saved_error *dst) {
     const s3x_error *e = s3x_error_last();
     dst->code = e->code;
     dst->http_status = e->http_status;
+    dst->sys_errno = e->sys_errno;
     dst->message = dup_or_empty(e->message);
     dst->s3_code = dup_or_empty(e->s3_code);
     dst->request_id = dup_or_empty(e->request_id);
 }
 
 int s3x_error_restore(const s3x_saved_error *src) {
-    set_fields(src->code, src->http_status, src->s3_code, src->request_id,
+    set_fields(src->code, src->http_status, src->sys_errno, src->s3_code, src->request_id,
                dup_or_empty(src->message));
     return src->code;
 }

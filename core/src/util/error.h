@@ -11,6 +11,15 @@ int s3x_seterr(int code, const char *fmt, ...)
 #endif
     ;
 
+/* Same, with the system's errno behind it (s3x_error.sys_errno), for a
+ * failure that a system call reported: return s3x_seterr_sys(S3X_EIO, errno,
+ * "cannot open %s: %s", path, strerror(errno)). */
+int s3x_seterr_sys(int code, int sys_errno, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 /* Same, with the HTTP/S3 details of a failed response. Any string may be NULL. */
 int s3x_seterr_http(int code, int http_status, const char *s3_code,
                     const char *request_id, const char *fmt, ...)
@@ -22,7 +31,7 @@ int s3x_seterr_http(int code, int http_status, const char *s3_code,
 /* A copy of an error, to carry it from one thread to another (s3x_error_save
  * into a struct, s3x_error_restore on the caller's thread). */
 typedef struct s3x_saved_error {
-    int code, http_status;
+    int code, http_status, sys_errno;
     char *message, *s3_code, *request_id;
 } s3x_saved_error;
 void s3x_error_save(s3x_saved_error *dst);    /* copies the current thread's error */

@@ -114,7 +114,7 @@ static int open_component(int cur, const char *name, int create, const char *rel
     if (fd < 0 && errno == ENOENT && create) {
         if (mkdirat(cur, name, 0777) != 0 && errno != EEXIST) {
             int er = errno;
-            return s3x_seterr(S3X_EIO, "cannot create directory '%.*s': %s", (int)upto, rel, strerror(er));
+            return s3x_seterr_sys(S3X_EIO, er, "cannot create directory '%.*s': %s", (int)upto, rel, strerror(er));
         }
         fd = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
@@ -123,12 +123,14 @@ static int open_component(int cur, const char *name, int create, const char *rel
     struct stat st;
     if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISLNK(st.st_mode))
-            return s3x_seterr(S3X_EIO, "'%.*s' is a symbolic link, which is not followed beneath the destination, "
-                                       "so '%s' cannot be created under it", (int)upto, rel, rel);
+            return s3x_seterr_sys(S3X_EIO, ELOOP,
+                                  "'%.*s' is a symbolic link, which is not followed beneath the destination, "
+                                  "so '%s' cannot be created under it", (int)upto, rel, rel);
         if (!S_ISDIR(st.st_mode))
-            return s3x_seterr(S3X_EIO, "'%.*s' is a file, so '%s' cannot be created under it", (int)upto, rel, rel);
+            return s3x_seterr_sys(S3X_EIO, ENOTDIR, "'%.*s' is a file, so '%s' cannot be created under it", (int)upto,
+                                  rel, rel);
     }
-    return s3x_seterr(S3X_EIO, "cannot open directory '%.*s': %s", (int)upto, rel, strerror(er));
+    return s3x_seterr_sys(S3X_EIO, er, "cannot open directory '%.*s': %s", (int)upto, rel, strerror(er));
 }
 
 /* Opens the directory made of the first upto bytes of rel beneath rootfd,
@@ -137,7 +139,7 @@ static int walk_components(int rootfd, const char *rel, size_t upto) {
     int cur = dup_cloexec(rootfd);
     if (cur < 0) {
         int er = errno;
-        return s3x_seterr(S3X_EIO, "cannot duplicate the destination's descriptor: %s", strerror(er));
+        return s3x_seterr_sys(S3X_EIO, er, "cannot duplicate the destination's descriptor: %s", strerror(er));
     }
     size_t start = 0;
     char name[NAME_MAX + 1];
@@ -184,7 +186,7 @@ static int open_parent(int rootfd, const char *rel, size_t upto) {
         int fd = dup_cloexec(rootfd);
         if (fd < 0) {
             int er = errno;
-            return s3x_seterr(S3X_EIO, "cannot duplicate the destination's descriptor: %s", strerror(er));
+            return s3x_seterr_sys(S3X_EIO, er, "cannot duplicate the destination's descriptor: %s", strerror(er));
         }
         return fd;
     }
@@ -214,8 +216,8 @@ int s3x_beneath_prepare(int rootfd, const char *rel, int *dirfd_out, const char 
     struct stat st;
     if (fstatat(fd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
         close(fd);
-        return s3x_seterr(S3X_EIO, "'%s' is a directory (other keys are beneath it), so it cannot be written as a file",
-                          rel);
+        return s3x_seterr_sys(S3X_EIO, EISDIR,
+                              "'%s' is a directory (other keys are beneath it), so it cannot be written as a file", rel);
     }
     *dirfd_out = fd;
     *leaf_out = leaf;
@@ -245,7 +247,7 @@ int s3x_set_mtime(int dirfd, const char *leaf, int64_t sec, long nsec) {
     ts[1] = ts[0];
     if (utimensat(dirfd, leaf, ts, AT_SYMLINK_NOFOLLOW) != 0) {
         int er = errno;
-        return s3x_seterr(S3X_EIO, "cannot set the modification time of '%s': %s", leaf, strerror(er));
+        return s3x_seterr_sys(S3X_EIO, er, "cannot set the modification time of '%s': %s", leaf, strerror(er));
     }
     return 0;
 }

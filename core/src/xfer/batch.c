@@ -362,7 +362,8 @@ static void finish_item(s3x_batch *b, item *it, int rc) {
         /* The callback sees this transfer's error as the thread's last. */
         if (rc) s3x_error_restore(&it->err);
         s3x_error e = {it->err.code, it->err.http_status, it->err.message ? it->err.message : "",
-                       it->err.s3_code ? it->err.s3_code : "", it->err.request_id ? it->err.request_id : ""};
+                       it->err.s3_code ? it->err.s3_code : "", it->err.request_id ? it->err.request_id : "",
+                       it->err.sys_errno};
         it->cb.done(b, it->id, rc, rc ? &e : NULL, &it->res, it->cb.payload);
     }
     if (b->efd >= 0) {
@@ -593,7 +594,7 @@ int s3x_batch_start(s3x_batch *b) {
     if (b->efd < 0) {
         int e = errno;
         pthread_mutex_unlock(&b->mu);
-        return s3x_seterr(S3X_EIO, "eventfd: %s", strerror(e));
+        return s3x_seterr_sys(S3X_EIO, e, "eventfd: %s", strerror(e));
     }
     setup_loop(b);
     b->looping = 1;

@@ -71,7 +71,8 @@ typedef struct drun {
     int renamed;              /* DST_FILE: the temporary file became path */
     int ending;               /* DST_FILE: the writer is ending (writes, fsync) on its thread */
     double t_end;             /* when the last byte was in */
-    int out_fd;               /* DST_STREAM to a descriptor: write_payload points here */
+    int out_fd;               /* DST_STREAM to a descriptor (write_payload is the run) */
+    int out_errno;            /* the errno of a failed write to out_fd */
     s3x_writer *writer;       /* DST_FILE: the thread that writes it */
     char *mem;                /* DST_MEM */
     size_t mem_cap;
@@ -205,6 +206,14 @@ static int on_body(const void *data, size_t len, void *payload) {
 static int fail_named(drun *R) {
     const s3x_error *e = s3x_error_last();
     return s3x_xfer_failf(R->x, e->code, "GetObject s3://%s/%s: %s", R->bucket, R->key, e->message);
+}
+
+/* Fails the run because writing the destination failed with err (an errno). */
+static int fail_write(drun *R, int err) {
+    s3x_seterr_sys(S3X_EIO, err, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
+                   strerror(err));
+    s3x_xfer_fail(R->x);
+    return S3X_EIO;
 }
 
 /* Keeps the thread's last error as this response's protocol failure: it is
@@ -439,7 +448,6 @@ static int dl_check(s3x_transfer *t, s3x_part *p) {
     drun *R = t->ctx;
     rslot *s = (rslot *)p;
     s3x_http_req *r = &p->req;
-    s3x_xfer *x = R->x;
     /* The whole response (head and body as announced) arrived. */
     int complete = r->curl_rc == CURLE_OK && !p->fb_timeout && r->got_status;
     s3x_dlresp resp = {r->status, r->content_range, r->content_length, r->etag};
@@ -459,8 +467,7 @@ static int dl_check(s3x_transfer *t, s3x_part *p) {
     }
     fold_io(R, s);
     if (s->bad && s->werr) {
-        s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
-                       strerror(s->werr));
+        fail_write(R, s->werr);
         return S3X_CHECK_HANDLED;
     }
     /* A response that is not what was asked for (another range, another
@@ -474,8 +481,7 @@ static int dl_check(s3x_transfer *t, s3x_part *p) {
     }
     if (complete && r->status >= 200 && r->status < 300) {
         if (R->kind == DST_FILE && flush_stage(R, s) != 0) {
-            s3x_xfer_failf(x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
-                           strerror(s->werr));
+            fail_write(R, s->werr);
             return S3X_CHECK_HANDLED;
         }
         /* Fewer bytes than the range (a body without Content-Length that
@@ -554,6 +560,7 @@ static int deliver(drun *R) {
         double t = s3x_now();
         int stop = ready->got > 0 && R->write_fn(ready->buf, (size_t)ready->got, R->write_payload) != 0;
         R->x->res->io_seconds += s3x_now() - t;
+        if (stop && R->out_errno) return fail_write(R, R->out_errno);
         if (stop)
             return s3x_xfer_failf(R->x, S3X_ECANCELLED, "the consumer of s3://%s/%s stopped the download", R->bucket,
                                   R->key);
@@ -568,9 +575,7 @@ static int deliver(drun *R) {
 static int dl_tick(s3x_transfer *t) {
     drun *R = t->ctx;
     int we = R->writer ? s3x_writer_error(R->writer) : 0;
-    if (we)
-        return s3x_xfer_failf(R->x, S3X_EIO, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
-                              strerror(we));
+    if (we) return fail_write(R, we);
     if (R->kind == DST_STREAM && deliver(R)) return -1;
     return 0;
 }
@@ -691,8 +696,9 @@ static int crc_from_file(drun *R, int kind, int64_t off, int64_t len, uint32_t *
         ssize_t n = pread(R->fd, buf, want, (off_t)off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            rc = s3x_seterr(S3X_EIO, "reading %s back for its checksum failed: %s", R->tmp.data,
-                            n < 0 ? strerror(errno) : "it ends early");
+            int er = n < 0 ? errno : 0;
+            rc = s3x_seterr_sys(S3X_EIO, er, "reading %s back for its checksum failed: %s", R->tmp.data,
+                                er ? strerror(er) : "it ends early");
             break;
         }
         c = kind == S3X_CHECKSUM_CRC32C ? s3x_crc32c(c, buf, (size_t)n) : s3x_crc32(c, buf, (size_t)n);
@@ -776,7 +782,7 @@ static int dl_finish(s3x_transfer *t) {
         R->writer = NULL;
         res->writeback_calls = ws.writeback_calls;
         res->fsyncs += ws.fsyncs;
-        if (e) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(e));
+        if (e) return s3x_seterr_sys(S3X_EIO, e, "writing %s failed: %s", R->path, strerror(e));
         /* The bytes on disk are the ones hashed: checked before the rename,
          * so a mismatch leaves no file behind (dl_close removes it). */
         if (file_checksum(R)) return -1;
@@ -785,9 +791,9 @@ static int dl_finish(s3x_transfer *t) {
         if (R->replacing) (void)fchmod(R->fd, R->keep_mode);
         int fd = R->fd;
         R->fd = -1;
-        if (close(fd) != 0) return s3x_seterr(S3X_EIO, "writing %s failed: %s", R->path, strerror(errno));
+        if (close(fd) != 0) return s3x_seterr_sys(S3X_EIO, errno, "writing %s failed: %s", R->path, strerror(errno));
         if (rename(R->tmp.data, R->path) != 0)
-            return s3x_seterr(S3X_EIO, "cannot rename onto %s: %s", R->path, strerror(errno));
+            return s3x_seterr_sys(S3X_EIO, errno, "cannot rename onto %s: %s", R->path, strerror(errno));
         R->renamed = 1;
         res->sync_seconds = s3x_now() - R->t_end;
         return 0;
@@ -914,7 +920,7 @@ static int make_temp_file(s3x_sched *S, drun *R, const char *path) {
     R->path = path;
     struct stat st;
     if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return s3x_seterr(S3X_EIO, "%s is a directory", path);
+        if (S_ISDIR(st.st_mode)) return s3x_seterr_sys(S3X_EIO, EISDIR, "%s is a directory", path);
         if (S_ISREG(st.st_mode)) {
             R->replacing = 1;
             R->keep_mode = st.st_mode & 0777;
@@ -924,10 +930,12 @@ static int make_temp_file(s3x_sched *S, drun *R, const char *path) {
     if (!copy) return s3x_seterr(S3X_ENOMEM, "out of memory");
     const char *dir = dirname(copy);
     int rc = 0;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        rc = s3x_seterr(S3X_EIO, "cannot download to %s: directory %s does not exist", path, dir);
+    int dir_rc = stat(dir, &st);
+    if (dir_rc != 0 || !S_ISDIR(st.st_mode))
+        rc = s3x_seterr_sys(S3X_EIO, dir_rc != 0 ? errno : ENOTDIR, "cannot download to %s: directory %s does not exist",
+                            path, dir);
     else if (access(dir, W_OK) != 0)
-        rc = s3x_seterr(S3X_EIO, "cannot download to %s: directory %s is not writable", path, dir);
+        rc = s3x_seterr_sys(S3X_EIO, errno, "cannot download to %s: directory %s is not writable", path, dir);
     free(copy);
     if (rc) return rc;
     /* The counter tells apart the temporary files of one process's
@@ -951,7 +959,7 @@ static int make_temp_file(s3x_sched *S, drun *R, const char *path) {
      * carried over: downloaded bytes should not become a set-id program. */
     R->fd = open(R->tmp.data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, R->replacing ? 0600 : 0666);
     if (R->fd < 0) {
-        rc = s3x_seterr(S3X_EIO, "cannot create %s: %s", R->tmp.data, strerror(errno));
+        rc = s3x_seterr_sys(S3X_EIO, errno, "cannot create %s: %s", R->tmp.data, strerror(errno));
         s3x_buf_free(&R->tmp);
         return rc;
     }
@@ -1001,12 +1009,13 @@ int s3x_download_open_memory(s3x_sched *S, s3x_xfer *x, const char *bucket, cons
 }
 
 static int fd_writer(const void *data, size_t len, void *payload) {
-    int fd = *(int *)payload;
+    drun *R = payload;
     const char *p = data;
     while (len) {
-        ssize_t w = write(fd, p, len);
+        ssize_t w = write(R->out_fd, p, len);
         if (w < 0) {
             if (errno == EINTR) continue;
+            R->out_errno = errno;
             return 1;
         }
         p += w;
@@ -1030,7 +1039,7 @@ int s3x_download_open_stream(s3x_sched *S, s3x_xfer *x, const char *bucket, cons
     } else {
         R->out_fd = fd;
         R->write_fn = fd_writer;
-        R->write_payload = &R->out_fd;
+        R->write_payload = R;
     }
     return open_or_close(S, R, out);
 }
