@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import CancelToken, Client, S3xferError, TransferCancelled, TransferConfig, _core
+from . import CancelToken, Client, LocalIOError, S3xferError, TransferCancelled, TransferConfig, _core
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -196,12 +196,23 @@ class _JsonProgress:
         pass
 
 
+def _own_stream_error(e: BaseException, what: str) -> BaseException:
+    """The tool's own stdin or stdout failed (what names it; "" when neither
+    is in use): a LocalIOError that says so with the system's errno, as the
+    native tool reports it. A closed pipe stays a BrokenPipeError, which ends
+    the tool quietly (`... - | head`)."""
+    if not what or isinstance(e, (S3xferError, BrokenPipeError)) or not isinstance(e, OSError):
+        return e
+    return LocalIOError(f"{what}: {e.strerror or e}", errno=-3, sys_errno=e.errno or 0)
+
+
 def _error_record(e: BaseException) -> Dict[str, Any]:
     if isinstance(e, S3xferError):
         return {"code": e.errno, "name": _core.py_strerror(e.errno), "message": e.message or str(e),
-                "http_status": e.status, "s3_code": e.code or "", "request_id": e.request_id or ""}
+                "http_status": e.status, "s3_code": e.code or "", "request_id": e.request_id or "",
+                "sys_errno": e.sys_errno}
     return {"code": -3, "name": _core.py_strerror(-3), "message": str(e), "http_status": 0, "s3_code": "",
-            "request_id": ""}
+            "request_id": "", "sys_errno": e.errno if isinstance(e, OSError) and e.errno else 0}
 
 
 def _result_record(c: Client, command: str, fields: Dict[str, Any], result, error: Optional[BaseException],
@@ -307,8 +318,11 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
             else:
                 r = c.upload_file(a.src, bucket, key, config=cfg, progress=bar, cancel=cancel)
         except (S3xferError, OSError) as e:
+            err = _own_stream_error(e, "reading standard input" if a.src == "-" else "")
             if jf:
-                _emit(jf, _result_record(c, "cp", fields, None, e, cancel))
+                _emit(jf, _result_record(c, "cp", fields, None, err, cancel))
+            if err is not e:
+                raise err from e
             raise
         finally:
             if bar:
@@ -334,8 +348,11 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
         else:
             r = c.download_file(bucket, key, a.dst, config=cfg, progress=bar, cancel=cancel)
     except (S3xferError, OSError) as e:
+        err = _own_stream_error(e, "writing standard output" if a.dst == "-" else "")
         if jf:
-            _emit(jf, _result_record(c, "cp", fields, None, e, cancel))
+            _emit(jf, _result_record(c, "cp", fields, None, err, cancel))
+        if err is not e:
+            raise err from e
         raise
     finally:
         if bar:
@@ -570,6 +587,10 @@ def _command(a, cancel: CancelToken) -> int:
             sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
+        return 1
+    except OSError as e:
+        # Any other local failure is one line too, never a traceback.
+        print(f"s3xfer: {_escape(e)}", file=sys.stderr)
         return 1
 
 

@@ -222,6 +222,45 @@ def test_bar_shows_throttling_within_the_width(cli, proxy_env, bucket, tmp_path)
         proxy.set_rules(storm_rules(3))  # a new storm for the next run
 
 
+@pytest.mark.parametrize("tool", ["native", "python"])
+def test_json_local_failure_names_the_system_errno(tool, cli, boto, bucket, tmp_path):
+    """A download whose local writes fail: the error record carries the
+    library's code (-3) and the system's errno (sys_errno), EFBIG past a
+    file-size limit, ENOSPC for a stdout that is /dev/full."""
+    import errno
+    import sys
+
+    from localfail import limit_file_size
+    argv = [cli] if tool == "native" else [sys.executable, "-m", "s3xfer"]
+    boto.put_object(Bucket=bucket, Key="j/big", Body=os.urandom(6 * MiB + 1))
+    dst = tmp_path / "big"
+    p = subprocess.run([*argv, "cp", "--part-size", "5MiB", f"s3://{bucket}/j/big", str(dst), "--json"],
+                       capture_output=True, timeout=120, preexec_fn=limit_file_size(MiB))
+    assert p.returncode == 1, p.stderr
+    (final,) = records(p.stdout)
+    err = final["error"]
+    assert final["outcome"] == "failed" and err["code"] == -3 and err["http_status"] == 0, final
+    assert err["sys_errno"] == errno.EFBIG and "File too large" in err["message"], final
+    assert list(tmp_path.iterdir()) == []
+
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run([*argv, "cp", f"s3://{bucket}/j/big", "-", "--json"], stdout=full,
+                           stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 1, p.stderr
+    (final,) = [json.loads(x) for x in p.stderr.decode().splitlines() if x.startswith("{")]
+    assert "writing standard output: No space left on device" in p.stderr.decode()
+    assert final["outcome"] == "failed" and final["error"]["code"] == -3, final
+    assert final["error"]["sys_errno"] == errno.ENOSPC, final
+
+
+def test_json_error_fields(cli, bucket, tmp_path):
+    """Every error record has the same fields, sys_errno 0 for a server's error."""
+    p = run(cli, "cp", f"s3://{bucket}/missing", str(tmp_path / "x"), "--json")
+    (final,) = records(p.stdout)
+    assert set(final["error"]) == {"code", "name", "message", "http_status", "s3_code", "request_id", "sys_errno"}
+    assert final["error"]["sys_errno"] == 0
+
+
 # ---- python -m s3xfer --json: the same records --------------------------------
 
 def pyrun(*args, input=None, env=None):
