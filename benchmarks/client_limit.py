@@ -84,10 +84,11 @@ Runners (downloads go to a tmpfs file unless said otherwise):
 
 Each run is a fresh process, measured from outside (benchlib.measure: wall,
 user+sys CPU and peak RSS of the client process). Rounds are interleaved:
-each starts with the iperf3 rows, then the other runners in rotation (round
-i starts with runner i mod n of them), so each runner follows iperf3 in the
-same share of rounds; every run keeps the runner before it ("after"). The
-first --warmup rounds are untimed.
+each starts with the iperf3 rows, then the other runners in the order of a
+balanced Latin square (each runner first in the same share of rounds, so
+right after iperf3, and right after each other runner as often as any);
+every run keeps the runner before it ("after"). The first --warmup rounds
+are untimed.
 Figures are medians of --runs. A download is sha256-checked after it is
 timed (obstore's in-memory bytes in the driver, whose check is taken out of
 its figures); an upload to nginx is checked by the bytes nginx logged for
@@ -344,15 +345,37 @@ def server_proc(ctx, wl, runner):
     return srv["proc"] if srv else None
 
 
+def balanced_row(n, rnd):
+    """Row rnd of a balanced Latin square on n items (Williams' design): over
+    n rows (2n when n is odd) every item comes first once (twice) and follows
+    every other item once (twice)."""
+    if n <= 0:
+        return []
+    base, lo, hi = [0], 1, n - 1
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    r = rnd % (n if n % 2 == 0 else 2 * n)
+    row = [(x + r) % n for x in base]
+    return row[::-1] if r >= n else row
+
+
 def round_order(active, rnd):
     """The runners of round rnd: the iperf3 rows first, then the others in
-    rotation (round i starts with the i mod n-th), so that every runner
-    follows iperf3 in the same share of rounds (a file download right after
-    iperf3 -P 8 ran slower here)."""
+    the order of a balanced Latin square, so that every runner follows
+    iperf3 in the same share of rounds (a file download right after iperf3
+    -P 8 ran slower here) and follows each other runner as often as any.
+    A plain rotation keeps every runner behind the same one, and on this
+    machine what ran before matters: a download into a tmpfs file right
+    after another file download (whose pages were just freed) spent about
+    half the system time of one right after a /dev/null run or iperf3
+    (docs/performance.md, 2026-12-07)."""
     refs = [n for n in active if n.startswith("iperf3")]
     rest = [n for n in active if n not in refs]
-    k = rnd % len(rest) if rest else 0
-    return refs + rest[k:] + rest[:k]
+    return refs + [rest[i] for i in balanced_row(len(rest), rnd)]
 
 
 def one_run(ctx, wl, runner, check_stdout=False):

@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import client_limit  # noqa: E402
@@ -102,3 +104,20 @@ def test_round_order_puts_every_runner_after_iperf3_equally():
         after[order[2]] = after.get(order[2], 0) + 1
     assert after == {"s3xfer-cli": 2, "awscrt": 2, "curl": 2}
     assert client_limit.round_order(["iperf3-P8"], 3) == ["iperf3-P8"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7])
+def test_round_order_puts_every_runner_after_each_other_equally(n):
+    """Over one period of rounds (n, or 2n for odd n) every runner follows
+    every other one in the same number of rounds: a rotation would keep each
+    behind the same one, and what ran before changes a file download's cost."""
+    from collections import Counter
+    names = [f"r{i}" for i in range(n)]
+    period = n if n % 2 == 0 else 2 * n
+    pairs = Counter()
+    for rnd in range(period):
+        order = client_limit.round_order(["iperf3-P8", *names], rnd)
+        assert order[0] == "iperf3-P8" and sorted(order[1:]) == names, order
+        pairs.update(zip(order[1:], order[2:]))
+    assert set(pairs) == {(a, b) for a in names for b in names if a != b}
+    assert len(set(pairs.values())) == 1, pairs
