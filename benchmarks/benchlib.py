@@ -354,6 +354,27 @@ def new_bucket(prefix="s3xb"):
 
 
 # ---- statistics and tables ---------------------------------------------------
+def balanced_row(n, rnd):
+    """Row rnd of a balanced Latin square on n items (Williams' design), the
+    order of round rnd of an interleaved benchmark: over n rows (2n when n is
+    odd) every item comes first once (twice) and follows every other item
+    once (twice). A rotation would keep each item behind the same one, and
+    what ran just before can change a run's cost (docs/performance.md,
+    "What ran before")."""
+    if n <= 0:
+        return []
+    base, lo, hi = [0], 1, n - 1
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    r = rnd % (n if n % 2 == 0 else 2 * n)
+    row = [(x + r) % n for x in base]
+    return row[::-1] if r >= n else row
+
+
 def summarize(values):
     v = [x for x in values if x is not None]
     if not v:

@@ -345,24 +345,6 @@ def server_proc(ctx, wl, runner):
     return srv["proc"] if srv else None
 
 
-def balanced_row(n, rnd):
-    """Row rnd of a balanced Latin square on n items (Williams' design): over
-    n rows (2n when n is odd) every item comes first once (twice) and follows
-    every other item once (twice)."""
-    if n <= 0:
-        return []
-    base, lo, hi = [0], 1, n - 1
-    while len(base) < n:
-        base.append(lo)
-        lo += 1
-        if len(base) < n:
-            base.append(hi)
-            hi -= 1
-    r = rnd % (n if n % 2 == 0 else 2 * n)
-    row = [(x + r) % n for x in base]
-    return row[::-1] if r >= n else row
-
-
 def round_order(active, rnd):
     """The runners of round rnd: the iperf3 rows first, then the others in
     the order of a balanced Latin square, so that every runner follows
@@ -375,7 +357,7 @@ def round_order(active, rnd):
     (docs/performance.md, 2026-12-07)."""
     refs = [n for n in active if n.startswith("iperf3")]
     rest = [n for n in active if n not in refs]
-    return refs + [rest[i] for i in balanced_row(len(rest), rnd)]
+    return refs + [rest[i] for i in B.balanced_row(len(rest), rnd)]
 
 
 def one_run(ctx, wl, runner, check_stdout=False):
