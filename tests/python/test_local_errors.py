@@ -35,6 +35,10 @@ def test_python_errors_carry_the_system_errno(client, boto, bucket, tmp_path):
     boto.put_object(Bucket=bucket, Key="k", Body=b"x" * 1000)
     e = local_error(client.download_file, bucket, "k", str(tmp_path / "missing" / "f"))
     assert e.sys_errno == errno.ENOENT and "does not exist" in e.message, e
+    (tmp_path / "afile").write_bytes(b"in the way")
+    e = local_error(client.download_file, bucket, "k", str(tmp_path / "afile" / "f"))
+    assert e.sys_errno == errno.ENOTDIR and "afile is not a directory" in e.message, e
+    (tmp_path / "afile").unlink()
     (tmp_path / "adir").mkdir()
     e = local_error(client.download_file, bucket, "k", str(tmp_path / "adir"))
     assert e.sys_errno == errno.EISDIR, e

@@ -931,9 +931,10 @@ static int make_temp_file(s3x_sched *S, drun *R, const char *path) {
     const char *dir = dirname(copy);
     int rc = 0;
     int dir_rc = stat(dir, &st);
-    if (dir_rc != 0 || !S_ISDIR(st.st_mode))
-        rc = s3x_seterr_sys(S3X_EIO, dir_rc != 0 ? errno : ENOTDIR, "cannot download to %s: directory %s does not exist",
-                            path, dir);
+    if (dir_rc != 0)
+        rc = s3x_seterr_sys(S3X_EIO, errno, "cannot download to %s: directory %s does not exist", path, dir);
+    else if (!S_ISDIR(st.st_mode))
+        rc = s3x_seterr_sys(S3X_EIO, ENOTDIR, "cannot download to %s: %s is not a directory", path, dir);
     else if (access(dir, W_OK) != 0)
         rc = s3x_seterr_sys(S3X_EIO, errno, "cannot download to %s: directory %s is not writable", path, dir);
     free(copy);
