@@ -259,9 +259,12 @@ def test_protocol_lies_are_not_retried(liar, liar_client):
     """A wrong answer is not a broken connection: asking again would get the
     same answer, so the download stops at the first one."""
     liar.mode = "short_first"
-    with pytest.raises(s3xfer.NetworkError):
+    with pytest.raises(s3xfer.NetworkError) as ei:
         liar_client.download_fileobj(BUCKET, KEY, io.BytesIO(), config=TransferConfig(part_size=P, max_attempts=5))
     assert liar.gets == [(0, P - 1)]
+    # the object's name is put in front of what was wrong, once
+    assert ei.value.message.startswith(f"GetObject s3://{BUCKET}/{KEY}: "), ei.value.message
+    assert ei.value.message.count("GetObject") == 1 and ei.value.sys_errno == 0, ei.value.message
 
 
 def test_short_body_is_retried_as_a_broken_connection(liar, liar_client):

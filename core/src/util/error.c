@@ -67,6 +67,31 @@ int s3x_seterr_sys(int code, int sys_errno, const char *fmt, ...) {
     return code;
 }
 
+int s3x_seterr_errno(int code, int sys_errno, const char *fmt, ...) {
+    s3x_buf b = S3X_BUF_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    int bad = s3x_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (!bad) bad = s3x_buf_printf(&b, ": %s", strerror(sys_errno));
+    if (bad) s3x_buf_free(&b);
+    set_fields(code, 0, sys_errno, NULL, NULL, bad ? NULL : s3x_buf_detach(&b));
+    return code;
+}
+
+int s3x_error_prefix(const char *fmt, ...) {
+    s3x_buf b = S3X_BUF_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    int bad = s3x_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (!bad) bad = s3x_buf_puts(&b, g_err.pub.message ? g_err.pub.message : "");
+    if (bad) s3x_buf_free(&b);
+    set_fields(g_err.pub.code, g_err.pub.http_status, g_err.pub.sys_errno, g_err.s3_code, g_err.request_id,
+               bad ? NULL : s3x_buf_detach(&b));
+    return g_err.pub.code;
+}
+
 int s3x_seterr_http(int code, int http_status, const char *s3_code, const char *request_id,
                     const char *fmt, ...) {
     va_list ap;

@@ -12,11 +12,31 @@ int s3x_seterr(int code, const char *fmt, ...)
     ;
 
 /* Same, with the system's errno behind it (s3x_error.sys_errno), for a
- * failure that a system call reported: return s3x_seterr_sys(S3X_EIO, errno,
- * "cannot open %s: %s", path, strerror(errno)). */
+ * failure the library found itself and names in its own words:
+ * return s3x_seterr_sys(S3X_EIO, EISDIR, "%s is a directory", path). */
 int s3x_seterr_sys(int code, int sys_errno, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Same, for a failure that a system call reported: the message is fmt's text
+ * followed by ": " and the errno's text, so
+ * return s3x_seterr_errno(S3X_EIO, errno, "cannot open %s", path)
+ * says "cannot open /x: No such file or directory". */
+int s3x_seterr_errno(int code, int sys_errno, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Puts fmt's text in front of the calling thread's last error's message,
+ * keeping every other field (code, HTTP status, S3 code, request id, the
+ * system's errno), and returns its code: a layer that knows more (an
+ * object's name) adds it to an error set beneath it. */
+int s3x_error_prefix(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
 #endif
     ;
 

@@ -114,7 +114,7 @@ static int open_component(int cur, const char *name, int create, const char *rel
     if (fd < 0 && errno == ENOENT && create) {
         if (mkdirat(cur, name, 0777) != 0 && errno != EEXIST) {
             int er = errno;
-            return s3x_seterr_sys(S3X_EIO, er, "cannot create directory '%.*s': %s", (int)upto, rel, strerror(er));
+            return s3x_seterr_errno(S3X_EIO, er, "cannot create directory '%.*s'", (int)upto, rel);
         }
         fd = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
@@ -130,7 +130,7 @@ static int open_component(int cur, const char *name, int create, const char *rel
             return s3x_seterr_sys(S3X_EIO, ENOTDIR, "'%.*s' is a file, so '%s' cannot be created under it", (int)upto,
                                   rel, rel);
     }
-    return s3x_seterr_sys(S3X_EIO, er, "cannot open directory '%.*s': %s", (int)upto, rel, strerror(er));
+    return s3x_seterr_errno(S3X_EIO, er, "cannot open directory '%.*s'", (int)upto, rel);
 }
 
 /* Opens the directory made of the first upto bytes of rel beneath rootfd,
@@ -139,7 +139,7 @@ static int walk_components(int rootfd, const char *rel, size_t upto) {
     int cur = dup_cloexec(rootfd);
     if (cur < 0) {
         int er = errno;
-        return s3x_seterr_sys(S3X_EIO, er, "cannot duplicate the destination's descriptor: %s", strerror(er));
+        return s3x_seterr_errno(S3X_EIO, er, "cannot duplicate the destination's descriptor");
     }
     size_t start = 0;
     char name[NAME_MAX + 1];
@@ -186,7 +186,7 @@ static int open_parent(int rootfd, const char *rel, size_t upto) {
         int fd = dup_cloexec(rootfd);
         if (fd < 0) {
             int er = errno;
-            return s3x_seterr_sys(S3X_EIO, er, "cannot duplicate the destination's descriptor: %s", strerror(er));
+            return s3x_seterr_errno(S3X_EIO, er, "cannot duplicate the destination's descriptor");
         }
         return fd;
     }
@@ -247,7 +247,7 @@ int s3x_set_mtime(int dirfd, const char *leaf, int64_t sec, long nsec) {
     ts[1] = ts[0];
     if (utimensat(dirfd, leaf, ts, AT_SYMLINK_NOFOLLOW) != 0) {
         int er = errno;
-        return s3x_seterr_sys(S3X_EIO, er, "cannot set the modification time of '%s': %s", leaf, strerror(er));
+        return s3x_seterr_errno(S3X_EIO, er, "cannot set the modification time of '%s'", leaf);
     }
     return 0;
 }

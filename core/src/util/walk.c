@@ -207,13 +207,13 @@ int s3x_walk_open(s3x_walk **out, const char *root, int flags) {
     if (fd < 0) {
         int er = errno;
         if (er == ENOTDIR) return s3x_seterr(S3X_EINVAL, "%s is not a directory", root);
-        return s3x_seterr_sys(S3X_EIO, er, "cannot open directory %s: %s", root, strerror(er));
+        return s3x_seterr_errno(S3X_EIO, er, "cannot open directory %s", root);
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int er = errno;
         close(fd);
-        return s3x_seterr_sys(S3X_EIO, er, "cannot stat directory %s: %s", root, strerror(er));
+        return s3x_seterr_errno(S3X_EIO, er, "cannot stat directory %s", root);
     }
     s3x_walk *w = calloc(1, sizeof *w);
     if (!w) {
@@ -234,7 +234,7 @@ int s3x_walk_open(s3x_walk **out, const char *root, int flags) {
     if (rc != 0) {
         s3x_walk_close(w);
         if (rc == S3X_ENOMEM) return s3x_seterr(S3X_ENOMEM, "out of memory reading directory %s", root);
-        return s3x_seterr_sys(S3X_EIO, rc, "cannot read directory %s: %s", root, strerror(rc));
+        return s3x_seterr_errno(S3X_EIO, rc, "cannot read directory %s", root);
     }
     *out = w;
     return 0;

@@ -594,7 +594,7 @@ int s3x_batch_start(s3x_batch *b) {
     if (b->efd < 0) {
         int e = errno;
         pthread_mutex_unlock(&b->mu);
-        return s3x_seterr_sys(S3X_EIO, e, "eventfd: %s", strerror(e));
+        return s3x_seterr_errno(S3X_EIO, e, "eventfd");
     }
     setup_loop(b);
     b->looping = 1;

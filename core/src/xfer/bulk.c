@@ -496,7 +496,7 @@ static void plan_copy(s3x_bulk *k, const s3x_xml_object *o) {
 static void delete_local(s3x_bulk *k, const s3x_walk_entry *e) {
     int rc = 0;
     if (!(k->flags & S3X_BULK_DRYRUN) && unlinkat(e->dirfd, e->name, 0) != 0 && errno != ENOENT)
-        rc = s3x_seterr_sys(S3X_EIO, errno, "cannot delete %s: %s", e->path, strerror(errno));
+        rc = s3x_seterr_errno(S3X_EIO, errno, "cannot delete %s", e->path);
     report(k, S3X_BULK_DELETE_LOCAL, NULL, NULL, e->path, e->size, rc, "not in the source", NULL);
 }
 
@@ -756,9 +756,9 @@ static void reset_run(s3x_bulk *k) {
 /* Makes dir if missing (one level, as mkdir does) and opens it. */
 static int open_root(const char *dir, int create) {
     if (create && mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return s3x_seterr_sys(S3X_EIO, errno, "cannot create directory %s: %s", dir, strerror(errno));
+        return s3x_seterr_errno(S3X_EIO, errno, "cannot create directory %s", dir);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return s3x_seterr_sys(S3X_EIO, errno, "cannot open directory %s: %s", dir, strerror(errno));
+    if (fd < 0) return s3x_seterr_errno(S3X_EIO, errno, "cannot open directory %s", dir);
     return fd;
 }
 

@@ -202,16 +202,16 @@ static int on_body(const void *data, size_t len, void *payload) {
 }
 
 /* Fails the run with the thread's last error (set by range.c, which does
- * not know the object's name), naming the object. */
+ * not know the object's name), naming the object; its other fields stay. */
 static int fail_named(drun *R) {
-    const s3x_error *e = s3x_error_last();
-    return s3x_xfer_failf(R->x, e->code, "GetObject s3://%s/%s: %s", R->bucket, R->key, e->message);
+    int code = s3x_error_prefix("GetObject s3://%s/%s: ", R->bucket, R->key);
+    s3x_xfer_fail(R->x);
+    return code;
 }
 
 /* Fails the run because writing the destination failed with err (an errno). */
 static int fail_write(drun *R, int err) {
-    s3x_seterr_sys(S3X_EIO, err, "writing the download of s3://%s/%s failed: %s", R->bucket, R->key,
-                   strerror(err));
+    s3x_seterr_errno(S3X_EIO, err, "writing the download of s3://%s/%s failed", R->bucket, R->key);
     s3x_xfer_fail(R->x);
     return S3X_EIO;
 }
@@ -782,7 +782,7 @@ static int dl_finish(s3x_transfer *t) {
         R->writer = NULL;
         res->writeback_calls = ws.writeback_calls;
         res->fsyncs += ws.fsyncs;
-        if (e) return s3x_seterr_sys(S3X_EIO, e, "writing %s failed: %s", R->path, strerror(e));
+        if (e) return s3x_seterr_errno(S3X_EIO, e, "writing %s failed", R->path);
         /* The bytes on disk are the ones hashed: checked before the rename,
          * so a mismatch leaves no file behind (dl_close removes it). */
         if (file_checksum(R)) return -1;
@@ -791,9 +791,9 @@ static int dl_finish(s3x_transfer *t) {
         if (R->replacing) (void)fchmod(R->fd, R->keep_mode);
         int fd = R->fd;
         R->fd = -1;
-        if (close(fd) != 0) return s3x_seterr_sys(S3X_EIO, errno, "writing %s failed: %s", R->path, strerror(errno));
+        if (close(fd) != 0) return s3x_seterr_errno(S3X_EIO, errno, "writing %s failed", R->path);
         if (rename(R->tmp.data, R->path) != 0)
-            return s3x_seterr_sys(S3X_EIO, errno, "cannot rename onto %s: %s", R->path, strerror(errno));
+            return s3x_seterr_errno(S3X_EIO, errno, "cannot rename onto %s", R->path);
         R->renamed = 1;
         res->sync_seconds = s3x_now() - R->t_end;
         return 0;
@@ -960,7 +960,7 @@ static int make_temp_file(s3x_sched *S, drun *R, const char *path) {
      * carried over: downloaded bytes should not become a set-id program. */
     R->fd = open(R->tmp.data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, R->replacing ? 0600 : 0666);
     if (R->fd < 0) {
-        rc = s3x_seterr_sys(S3X_EIO, errno, "cannot create %s: %s", R->tmp.data, strerror(errno));
+        rc = s3x_seterr_errno(S3X_EIO, errno, "cannot create %s", R->tmp.data);
         s3x_buf_free(&R->tmp);
         return rc;
     }

@@ -198,7 +198,7 @@ static int read_full_at(int fd, char *dst, size_t n, int64_t off, const char *pa
         ssize_t r = pread(fd, dst + got, n - got, (off_t)(off + (int64_t)got));
         if (r < 0) {
             if (errno == EINTR) continue;
-            return s3x_seterr_sys(S3X_EIO, errno, "reading %s at offset %" PRId64 ": %s", path, off + (int64_t)got, strerror(errno));
+            return s3x_seterr_errno(S3X_EIO, errno, "reading %s at offset %" PRId64, path, off + (int64_t)got);
         }
         if (r == 0)
             return s3x_seterr(S3X_ECHANGED, "%s is shorter than when the upload started (ends before offset %" PRId64 ")",
@@ -222,7 +222,7 @@ static int64_t read_stream(source *s, char *dst, size_t n) {
         }
         if (r < 0) {
             if (s->read_fn) return s3x_seterr(S3X_EIO, "the stream's read callback failed (returned %" PRId64 ")", r);
-            return s3x_seterr_sys(S3X_EIO, errno, "reading the input stream: %s", strerror(errno));
+            return s3x_seterr_errno(S3X_EIO, errno, "reading the input stream");
         }
         if (r == 0) s->eof = 1;
         got += (size_t)r;
@@ -674,7 +674,7 @@ static void abort_mpu(run *R) {
 
 static int file_unchanged(run *R) {
     struct stat st;
-    if (fstat(R->src.fd, &st) != 0) return s3x_seterr_sys(S3X_EIO, errno, "stat %s: %s", R->src.path, strerror(errno));
+    if (fstat(R->src.fd, &st) != 0) return s3x_seterr_errno(S3X_EIO, errno, "stat %s", R->src.path);
     if (st.st_size != R->src.st0.st_size || st.st_mtim.tv_sec != R->src.st0.st_mtim.tv_sec ||
         st.st_mtim.tv_nsec != R->src.st0.st_mtim.tv_nsec)
         return s3x_seterr(S3X_ECHANGED, "%s changed during the upload (size %lld -> %lld, or its mtime changed)",
@@ -917,11 +917,11 @@ static int open_file_source(const char *path, source *s, int *is_stream) {
     if (!path) return s3x_seterr(S3X_EINVAL, "path is NULL");
     s->path = path;
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (s->fd < 0) return s3x_seterr_sys(S3X_EIO, errno, "cannot open %s: %s", path, strerror(errno));
+    if (s->fd < 0) return s3x_seterr_errno(S3X_EIO, errno, "cannot open %s", path);
     s->own_fd = 1;
     int rc = 0;
     if (fstat(s->fd, &s->st0) != 0) {
-        rc = s3x_seterr_sys(S3X_EIO, errno, "cannot stat %s: %s", path, strerror(errno));
+        rc = s3x_seterr_errno(S3X_EIO, errno, "cannot stat %s", path);
     } else if (S_ISDIR(s->st0.st_mode)) {
         rc = s3x_seterr_sys(S3X_EIO, EISDIR, "%s is a directory", path);
     } else if (!S_ISREG(s->st0.st_mode)) {
