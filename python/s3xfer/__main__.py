@@ -262,6 +262,28 @@ class _StdinReader:
                 return os.readv(self._fd, [b])
 
 
+def _recorded(c: Client, jf, fields: Dict[str, Any], cancel: CancelToken, run, stream: str = "", bar=None):
+    """Runs one cp (run() returns its result) and, with --json (jf), writes its
+    result record to jf whether it failed or not. stream names the tool's own
+    stdin or stdout when the transfer uses it ("" when not): a failure of it
+    becomes a LocalIOError that says so (_own_stream_error)."""
+    try:
+        r = run()
+    except (S3xferError, OSError) as e:
+        err = _own_stream_error(e, stream)
+        if jf:
+            _emit(jf, _result_record(c, "cp", fields, None, err, cancel))
+        if err is not e:
+            raise err from e
+        raise
+    finally:
+        if bar:
+            bar.close()
+    if jf:
+        _emit(jf, _result_record(c, "cp", fields, r, None, cancel))
+    return r
+
+
 def _cp_copy(c: Client, a, src, dst, cancel: CancelToken) -> int:
     """cp s3://a/k s3://b/k2: a server-side copy (the bytes stay on the server)."""
     if not src[1]:
@@ -270,15 +292,9 @@ def _cp_copy(c: Client, a, src, dst, cancel: CancelToken) -> int:
         raise SystemExit("s3xfer: destination needs a key: s3://bucket/key")
     jf = sys.stdout if a.json else None
     fields = {"direction": "copy", "source": a.src, "destination": a.dst, "bucket": dst[0], "key": dst[1]}
-    try:
-        r = c.copy(src[0], src[1], dst[0], dst[1], config=_config(a), cancel=cancel)
-    except (S3xferError, OSError) as e:
-        if jf:
-            _emit(jf, _result_record(c, "cp", fields, None, e, cancel))
-        raise
-    if jf:
-        _emit(jf, _result_record(c, "cp", fields, r, None, cancel))
-    elif not a.quiet:
+    r = _recorded(c, jf, fields, cancel, lambda: c.copy(src[0], src[1], dst[0], dst[1], config=_config(a),
+                                                        cancel=cancel))
+    if not jf and not a.quiet:
         print(f"copy: s3://{_escape(src[0])}/{_escape(src[1])} to s3://{_escape(dst[0])}/{_escape(dst[1])} "
               f"({r.bytes} bytes in {r.seconds:.2f} s, server-side, {r.parts} parts, {r.requests} requests, "
               f"{r.retries} retries)")
@@ -311,25 +327,14 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
         jf = sys.stdout if a.json else None
         fields = {"direction": "upload", "source": a.src, "destination": a.dst, "bucket": bucket, "key": key}
         bar = (_JsonProgress(c, total, jf) if jf else _Bar(total, "upload")) if show else None
-        try:
+        def upload():
             if a.src == "-":
-                r = c.upload_fileobj(_StdinReader(sys.stdin.fileno(), cancel), bucket, key, config=cfg,
-                                     progress=bar, cancel=cancel)
-            else:
-                r = c.upload_file(a.src, bucket, key, config=cfg, progress=bar, cancel=cancel)
-        except (S3xferError, OSError) as e:
-            err = _own_stream_error(e, "reading standard input" if a.src == "-" else "")
-            if jf:
-                _emit(jf, _result_record(c, "cp", fields, None, err, cancel))
-            if err is not e:
-                raise err from e
-            raise
-        finally:
-            if bar:
-                bar.close()
-        if jf:
-            _emit(jf, _result_record(c, "cp", fields, r, None, cancel))
-        elif not a.quiet:
+                return c.upload_fileobj(_StdinReader(sys.stdin.fileno(), cancel), bucket, key, config=cfg,
+                                        progress=bar, cancel=cancel)
+            return c.upload_file(a.src, bucket, key, config=cfg, progress=bar, cancel=cancel)
+
+        r = _recorded(c, jf, fields, cancel, upload, "reading standard input" if a.src == "-" else "", bar)
+        if not jf and not a.quiet:
             print(f"upload: {_escape(a.src)} to s3://{_escape(bucket)}/{_escape(key)} ({r.bytes} bytes in "
                   f"{r.seconds:.2f} s, {r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, "
                   f"{r.retries} retries)")
@@ -341,25 +346,15 @@ def _cp(c: Client, a, cancel: CancelToken) -> int:
     jf = (sys.stderr if a.dst == "-" else sys.stdout) if a.json else None
     fields = {"direction": "download", "source": a.src, "destination": a.dst, "bucket": bucket, "key": key}
     bar = (_JsonProgress(c, None, jf) if jf else _Bar(None, "download")) if show else None
-    try:
+    def download():
         if a.dst == "-":
-            r = c.download_fileobj(bucket, key, sys.stdout.buffer, config=cfg, progress=bar, cancel=cancel)
+            res = c.download_fileobj(bucket, key, sys.stdout.buffer, config=cfg, progress=bar, cancel=cancel)
             sys.stdout.buffer.flush()
-        else:
-            r = c.download_file(bucket, key, a.dst, config=cfg, progress=bar, cancel=cancel)
-    except (S3xferError, OSError) as e:
-        err = _own_stream_error(e, "writing standard output" if a.dst == "-" else "")
-        if jf:
-            _emit(jf, _result_record(c, "cp", fields, None, err, cancel))
-        if err is not e:
-            raise err from e
-        raise
-    finally:
-        if bar:
-            bar.close()
-    if jf:
-        _emit(jf, _result_record(c, "cp", fields, r, None, cancel))
-    elif not a.quiet and a.dst != "-":
+            return res
+        return c.download_file(bucket, key, a.dst, config=cfg, progress=bar, cancel=cancel)
+
+    r = _recorded(c, jf, fields, cancel, download, "writing standard output" if a.dst == "-" else "", bar)
+    if not jf and not a.quiet and a.dst != "-":
         print(f"download: s3://{_escape(bucket)}/{_escape(key)} to {_escape(a.dst)} ({r.bytes} bytes in "
               f"{r.seconds:.2f} s, {r.throughput_mib_s:.1f} MiB/s, {r.parts} parts, {r.requests} requests, "
               f"{r.retries} retries)")
