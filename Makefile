@@ -65,15 +65,15 @@ ctest-asan: asan
 # ThreadSanitizer: every C test (the ones that run code on more than one
 # thread: the receiving loops and the scheduler, the file writers' pool, the
 # buffer pool), then CLI downloads with receiving threads through the TSan
-# build (tests/python/test_cli.py -k receive_threads: a report exits 66 and
-# fails the test). libcurl, OpenSSL and libxml2 are not instrumented; what
+# build (tests/python/test_cli.py and test_tls_transfers.py -k
+# receive_threads: a report exits 66 and fails the test). libcurl, OpenSSL and libxml2 are not instrumented; what
 # they do between our threads is seen only through our locks and atomics.
 # setarch -R (no address randomization) keeps TSan's fixed memory layout
 # working on kernels that randomize mmap with more bits than it expects.
 ctest-tsan: build tsan
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch -R ctest --output-on-failure
 	@S3X_BUILD_DIR=$(TSAN_BUILD) TSAN_OPTIONS=halt_on_error=1:exitcode=66 setarch -R scripts/with-local-s3 $(PY) -m pytest -q \
-	  tests/python/test_cli.py -k receive_threads
+	  tests/python/test_cli.py tests/python/test_tls_transfers.py -k receive_threads
 
 install-check: build
 	@scripts/with-local-s3 scripts/check-install $(BUILD)

@@ -42,8 +42,8 @@ static void usage(FILE *f) {
             "  --no-verify-ssl     do not verify TLS certificates\n"
             "  --addressing-style auto|path|virtual\n"
             "  --unsigned-payload  sign requests with UNSIGNED-PAYLOAD (no SHA-256 of bodies)\n"
-            "  --receive-threads N threads receiving downloads to stdout (1 .. 8, default 1; a file\n"
-            "                      keeps one; docs/performance.md)\n"
+            "  --receive-threads N threads receiving downloads (1 .. 8, default 1; to a file over\n"
+            "                      plain http one is kept; docs/performance.md)\n"
             "\n",
             cli_prog);
     fputs("transfer options (cp):\n"

@@ -35,9 +35,11 @@ Runners (downloads go to a tmpfs file unless said otherwise):
                    to set the pieced copy beside it in the same rounds
   s3xfer-cli-rt2, s3xfer-cli-null-rt2
                    the same two with --receive-threads 2: the ranges
-                   received on two threads (docs/performance.md); the file
-                   row with S3X_RECEIVE_FILES=1, without which a file's
-                   ranges keep one thread
+                   received on two threads (docs/performance.md); a file's
+                   ranges go there over TLS and keep one thread over plain
+                   http
+  s3xfer-cli-rt2-files  s3xfer-cli-rt2 with S3X_RECEIVE_FILES=1: a file's
+                   ranges on the two threads over plain http too
   s3xfer-cli-null-nohuge  s3xfer-cli-null with S3X_POOL_NO_HUGE=1: range
                    buffers from malloc in 4 KiB pages, not mapped for huge
                    pages (core/src/xfer/pool.c)
@@ -117,7 +119,7 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy",
-        "s3xfer-cli-null-nohuge", "s3xfer-cli-rt2", "s3xfer-cli-null-rt2", "s3xfer-cli-null-nocold",
+        "s3xfer-cli-null-nohuge", "s3xfer-cli-rt2", "s3xfer-cli-rt2-files", "s3xfer-cli-null-rt2", "s3xfer-cli-null-nocold",
         "s3xfer-cli-null-rt2-nocold", "s3xfer-py", "s3xfer-py-mem", "s3xfer-py-mem-nocold", "awscrt",
         "obstore-get", "obstore-ranges", "s5cmd",
         "rclone", "curl", "curl-parallel-null", "curl-procs-null", "bare-get-null",
@@ -126,14 +128,16 @@ DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-nul
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
 # The same runner with a benchmark-only switch in its environment.
 VARIANTS = {"s3xfer-cli-plaincopy": ("s3xfer-cli", "S3X_COPY_PLAIN", "1"),
+            "s3xfer-cli-rt2-files": ("s3xfer-cli-rt2", "S3X_RECEIVE_FILES", "1"),
             "s3xfer-cli-null-plaincopy": ("s3xfer-cli-null", "S3X_COPY_PLAIN", "1"),
             "s3xfer-cli-null-nohuge": ("s3xfer-cli-null", "S3X_POOL_NO_HUGE", "1"),
             "s3xfer-cli-null-nocold": ("s3xfer-cli-null", "S3X_COPY_COLD", "0"),
             "s3xfer-cli-null-rt2-nocold": ("s3xfer-cli-null-rt2", "S3X_COPY_COLD", "0"),
             "s3xfer-py-mem-nocold": ("s3xfer-py-mem", "S3X_COPY_COLD", "0")}
 # The same runner with --receive-threads N (ranges received on N threads).
-# s3xfer-cli-rt2 writes a file, whose ranges use the receiving threads only
-# with the benchmark switch S3X_RECEIVE_FILES=1 (set for that row).
+# s3xfer-cli-rt2 writes a file, whose ranges use the receiving threads over
+# TLS only (the library's rule); s3xfer-cli-rt2-files sets the benchmark
+# switch S3X_RECEIVE_FILES=1, which sends them there over plain http too.
 RECV = {"s3xfer-cli-rt2": ("s3xfer-cli", 2), "s3xfer-cli-null-rt2": ("s3xfer-cli-null", 2)}
 CURL_REFS = ("curl-parallel-null", "curl-procs-null")  # downloads into /dev/null, checked by byte counts
 BARE = {"bare-get-null": "discard", "bare-get-copy-null": "copy"}  # benchmarks/bare_get.c, plain HTTP only
@@ -367,8 +371,6 @@ def one_run(ctx, wl, runner, check_stdout=False):
     ep = env["AWS_ENDPOINT_URL"]
     base, switch, value = VARIANTS.get(runner, (runner, None, None))
     base, recv = RECV.get(base, (base, 1))
-    if recv > 1 and base == "s3xfer-cli":
-        env["S3X_RECEIVE_FILES"] = "1"
     if switch:
         env[switch] = value
     # Uploads to nginx go to the served key: a client that looks for its

@@ -75,7 +75,8 @@ class Client:
             memory or a file object, 1 .. 8 (default 1: all on the thread
             running the transfer). With N > 1, N - 1 more threads per native
             handle, each with connections of its own, take ranges as they
-            start; ``download_file`` keeps one. See docs/performance.md.
+            start; ``download_file`` keeps one over plain http (it uses the N
+            over https). See docs/performance.md.
         Transfers (``upload_file``, ...) take these knobs from their
         :class:`TransferConfig` instead.
 

@@ -26,7 +26,10 @@ class TransferResult:
     downloads to a file: ``fsyncs`` (1 when the file was fsynced before its
     rename, i.e. ``durable``), ``writeback_calls`` (early writeback requests
     while it was written) and ``sync_seconds`` (from the last byte received
-    to the rename, the fsync included; part of ``seconds``).
+    to the rename, the fsync included; part of ``seconds``); downloads:
+    ``requests_received_elsewhere``, ranged GETs (retries included) received
+    on one of the client's extra receiving threads (``receive_threads`` > 1)
+    rather than on the transfer's own.
     """
     bytes: int
     parts: int
@@ -53,6 +56,7 @@ class TransferResult:
     fsyncs: int = 0
     writeback_calls: int = 0
     sync_seconds: float = 0.0
+    requests_received_elsewhere: int = 0
 
     @classmethod
     def _from_c(cls, d: Dict[str, Any]) -> "TransferResult":

@@ -4,6 +4,7 @@ mb, rb, rm, --help, and one-line errors with non-zero exit codes."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -93,10 +94,14 @@ def test_receive_threads(cli, boto, bucket, tmp_path):
     boto.put_object(Bucket=bucket, Key="rt", Body=data)
     dst = tmp_path / "rt.bin"
     opts = ("--receive-threads", "2")
-    # A file keeps one receiving thread unless the benchmark switch says otherwise.
-    for env in (None, dict(os.environ, S3X_RECEIVE_FILES="1")):
-        run(cli, *opts, "cp", "--part-size", "5MiB", "--concurrency", "4", f"s3://{bucket}/rt", str(dst), env=env)
+    # Over plain http a file keeps one receiving thread unless the benchmark
+    # switch says otherwise; the --json result says where the ranges went.
+    for env, elsewhere in ((None, False), (dict(os.environ, S3X_RECEIVE_FILES="1"), True)):
+        p = run(cli, *opts, "cp", "--json", "--part-size", "5MiB", "--concurrency", "4", f"s3://{bucket}/rt",
+                str(dst), env=env)
         assert dst.read_bytes() == data
+        got = json.loads(p.stdout.decode().strip().splitlines()[-1])["result"]["requests_received_elsewhere"]
+        assert (got > 0) == elsewhere, (env is None, got)
         dst.unlink()
     p = run(cli, *opts, "cp", "--part-size", "5MiB", f"s3://{bucket}/rt", "-")
     assert p.stdout == data

@@ -538,8 +538,8 @@ def test_receive_threads_survive_faults(rclient, client, bucket, proxy, tmp_path
     """Ranges received on the extra threads go through the same retries:
     503s, resets and truncations mid-body; then slow first bytes, cut by the
     fixed timeout. Every byte arrives once, in place. (Downloads to a file
-    keep one receiving thread; test_cli.py runs them on several with the
-    benchmark switch S3X_RECEIVE_FILES=1.)"""
+    over plain http, as here, keep one receiving thread; over https they
+    use several, tested with faults in test_tls_transfers.py.)"""
     client.upload_bytes(data, bucket, "obj", config=TransferConfig(part_size=P))
     cfg = TransferConfig(part_size=P, concurrency=6, max_attempts=10, slow_part_timeout=800)
     proxy.set_rules(["slowdown_503:kind=ranged_get,times=2",
@@ -551,6 +551,7 @@ def test_receive_threads_survive_faults(rclient, client, bucket, proxy, tmp_path
     assert sha(got) == sha(data)
     assert sum(fired.values()) == 6, fired
     assert r.retries_http == 2 and r.retries_network == 4, (r.retries_http, r.retries_network, fired)
+    assert r.requests_received_elsewhere >= 1
     proxy.set_rules(["delay_first_byte:kind=ranged_get,delay=4,times=2"])
     proxy.reset_stats()
     t = time.monotonic()

@@ -63,8 +63,10 @@ typedef enum s3x_param {
                                        thread that drives the transfer. N > 1: N - 1 more threads, each
                                        with connections of its own, take ranges as they start (the least
                                        busy first); the rest of the transfer stays on the driving thread.
-                                       Downloads to a file keep one receiving thread (their writer threads
-                                       do the file's work). See docs/performance.md */
+                                       Downloads to a file over plain HTTP keep one receiving thread
+                                       (their writer threads do the file's work); over https (where
+                                       decrypting is the receiving thread's cost) they use the N too.
+                                       See docs/performance.md */
 
     S3X_PARAM__COUNT
 } s3x_param;

@@ -55,6 +55,10 @@ typedef struct s3x_result {
     int64_t writeback_calls;    /* early writeback requests while it was written (durable, Linux) */
     double sync_seconds;        /* wall seconds from the last byte received to the file being renamed,
                                    the final fsync included (also counted in seconds) */
+    /* Downloads (0 otherwise). */
+    int64_t requests_received_elsewhere; /* ranged GETs (retries included) received on one of the
+                                   client's extra receiving threads (S3X_PARAM_RECEIVE_THREADS > 1),
+                                   not on the transfer's own */
 } s3x_result;
 
 /* Progress: bytes done so far and the total (-1 when unknown). Called on the

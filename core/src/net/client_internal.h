@@ -142,6 +142,7 @@ struct s3x_http_req {
      * runs only through s3x_req_first_byte. */
     int loop_ok;
     struct s3x_loop *loop;     /* the loop running it; NULL: the client's multi */
+    int started_on_loop;       /* its last start went to a receiving loop (kept after it ends) */
     int loop_state;            /* under loop->mu (http.c) */
     CURLcode loop_rc;          /* its result, set by the loop's thread */
     s3x_http_req *loop_next;   /* in one of the loop's lists */

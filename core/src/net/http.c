@@ -670,6 +670,7 @@ static s3x_loop *pick_loop(s3x_client *c, s3x_http_req *r) {
 
 int s3x_http_start(s3x_client *c, s3x_http_req *r) {
     s3x_loop *l = pick_loop(c, r);
+    r->started_on_loop = l != NULL;
     if (l) {
         pthread_mutex_lock(&l->mu);
         l->max_conns = (long)c->params[S3X_PARAM_MAX_CONNECTIONS]; /* set by the loop's thread */

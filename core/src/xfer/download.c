@@ -362,22 +362,29 @@ static int on_body_io(const void *data, size_t len, void *payload) {
 
 /* ---- planning -------------------------------------------------------------------- */
 
-/* A file's ranges stay on the transfer's thread: its writer threads already
- * take the page-cache work off the loop, and on the 2-core machine we
- * measure on a second receiving thread made file downloads slower
- * (docs/performance.md). S3X_RECEIVE_FILES=1 (benchmarks only) lets them
- * go to the receiving loops too. */
-static int g_receive_files;
+/* Whether a file's ranges may go to the receiving loops (with
+ * S3X_PARAM_RECEIVE_THREADS > 1; streams and memory always may). Over plain
+ * HTTP they stay on the transfer's thread: its writer threads already take
+ * the page-cache work off the loop, and on the 2-core machines we measure a
+ * second receiving thread made plain file downloads slower. Over TLS the
+ * loop's own work (decrypting) is what limits a download, and a second
+ * receiving thread made file downloads faster (docs/performance.md, "Two
+ * receiving threads for a file over TLS"). S3X_RECEIVE_FILES=1 or 0
+ * (benchmarks only) says yes or no whatever the scheme. */
+static int g_receive_files = -1;
 static pthread_once_t g_receive_files_once = PTHREAD_ONCE_INIT;
 
 static void receive_files_init(void) {
     const char *e = getenv("S3X_RECEIVE_FILES");
-    g_receive_files = e && !strcmp(e, "1");
+    if (e && !strcmp(e, "1")) g_receive_files = 1;
+    else if (e && !strcmp(e, "0")) g_receive_files = 0;
 }
 
-static int receive_files(void) {
+static int receive_files(const drun *R) {
     pthread_once(&g_receive_files_once, receive_files_init);
-    return g_receive_files;
+    if (g_receive_files >= 0) return g_receive_files;
+    const s3x_client *c = R->x->client;
+    return c->scheme && !strcmp(c->scheme, "https");
 }
 
 /* Adds the seconds a range's attempt spent in on_body to the result. */
@@ -403,7 +410,7 @@ static int prepare_range(drun *R, rslot *s) {
      * plan (read only once the probe is learnt), the writer (locked) and
      * the caller's buffer at the range's own offset. The probe, range 0,
      * feeds the run's hasher and stays on the transfer's thread. */
-    r->loop_ok = !s->ask.probe && s->index != 0 && (R->kind != DST_FILE || receive_files());
+    r->loop_ok = !s->ask.probe && s->index != 0 && (R->kind != DST_FILE || receive_files(R));
     fold_io(R, s);
     s->got = 0;
     s->staged = 0;
@@ -448,6 +455,7 @@ static int dl_check(s3x_transfer *t, s3x_part *p) {
     drun *R = t->ctx;
     rslot *s = (rslot *)p;
     s3x_http_req *r = &p->req;
+    if (r->started_on_loop) R->x->res->requests_received_elsewhere++;
     /* The whole response (head and body as announced) arrived. */
     int complete = r->curl_rc == CURLE_OK && !p->fb_timeout && r->got_status;
     s3x_dlresp resp = {r->status, r->content_range, r->content_length, r->etag};
