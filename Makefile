@@ -66,8 +66,9 @@ ctest-asan: asan
 # thread: the receiving loops and the scheduler, the file writers' pool, the
 # buffer pool), then CLI downloads with receiving threads through the TSan
 # build (tests/python/test_cli.py and test_tls_transfers.py -k
-# receive_threads: a report exits 66 and fails the test). libcurl, OpenSSL and libxml2 are not instrumented; what
-# they do between our threads is seen only through our locks and atomics.
+# receive_threads: a report exits 66 and fails the test). libcurl, OpenSSL
+# and libxml2 are not instrumented; what they do between our threads is seen
+# only through our locks and atomics.
 # setarch -R (no address randomization) keeps TSan's fixed memory layout
 # working on kernels that randomize mmap with more bits than it expects.
 ctest-tsan: build tsan

@@ -119,17 +119,17 @@ import benchlib as B  # noqa: E402
 import limit_servers as S  # noqa: E402
 
 DOWN = ["s3xfer-cli", "s3xfer-cli-null", "s3xfer-cli-plaincopy", "s3xfer-cli-null-plaincopy",
-        "s3xfer-cli-null-nohuge", "s3xfer-cli-rt2", "s3xfer-cli-rt2-files", "s3xfer-cli-null-rt2", "s3xfer-cli-null-nocold",
-        "s3xfer-cli-null-rt2-nocold", "s3xfer-py", "s3xfer-py-mem", "s3xfer-py-mem-nocold", "awscrt",
-        "obstore-get", "obstore-ranges", "s5cmd",
+        "s3xfer-cli-null-nohuge", "s3xfer-cli-rt2", "s3xfer-cli-rt2-files", "s3xfer-cli-null-rt2",
+        "s3xfer-cli-null-nocold", "s3xfer-cli-null-rt2-nocold", "s3xfer-py", "s3xfer-py-mem",
+        "s3xfer-py-mem-nocold", "awscrt", "obstore-get", "obstore-ranges", "s5cmd",
         "rclone", "curl", "curl-parallel-null", "curl-procs-null", "bare-get-null",
         "bare-get-copy-null", "iperf3-P8", "iperf3-P1", "iperf3-P1-file",
         "dd-tmpfs"]
 UP = ["s3xfer-cli", "s3xfer-py", "awscrt", "obstore", "s5cmd", "rclone", "curl", "iperf3-P8", "iperf3-P1"]
 # The same runner with a benchmark-only switch in its environment.
 VARIANTS = {"s3xfer-cli-plaincopy": ("s3xfer-cli", "S3X_COPY_PLAIN", "1"),
-            "s3xfer-cli-rt2-files": ("s3xfer-cli-rt2", "S3X_RECEIVE_FILES", "1"),
             "s3xfer-cli-null-plaincopy": ("s3xfer-cli-null", "S3X_COPY_PLAIN", "1"),
+            "s3xfer-cli-rt2-files": ("s3xfer-cli-rt2", "S3X_RECEIVE_FILES", "1"),
             "s3xfer-cli-null-nohuge": ("s3xfer-cli-null", "S3X_POOL_NO_HUGE", "1"),
             "s3xfer-cli-null-nocold": ("s3xfer-cli-null", "S3X_COPY_COLD", "0"),
             "s3xfer-cli-null-rt2-nocold": ("s3xfer-cli-null-rt2", "S3X_COPY_COLD", "0"),

@@ -40,13 +40,19 @@ static void set_fields(int code, int status, int sys_errno, const char *s3_code,
     g_err.pub.request_id = g_err.request_id ? g_err.request_id : "";
 }
 
-__attribute__((format(printf, 1, 0))) static char *vformat(const char *fmt, va_list ap) {
+/* fmt's text followed by tail (NULL: nothing), malloc'ed; NULL when out of
+ * memory. */
+__attribute__((format(printf, 1, 0))) static char *vformat_then(const char *fmt, va_list ap, const char *tail) {
     s3x_buf b = S3X_BUF_INIT;
-    if (s3x_buf_vprintf(&b, fmt, ap)) {
+    if (s3x_buf_vprintf(&b, fmt, ap) || (tail && s3x_buf_puts(&b, tail))) {
         s3x_buf_free(&b);
         return NULL;
     }
     return s3x_buf_detach(&b);
+}
+
+__attribute__((format(printf, 1, 0))) static char *vformat(const char *fmt, va_list ap) {
+    return vformat_then(fmt, ap, NULL);
 }
 
 int s3x_seterr(int code, const char *fmt, ...) {
@@ -68,27 +74,22 @@ int s3x_seterr_sys(int code, int sys_errno, const char *fmt, ...) {
 }
 
 int s3x_seterr_errno(int code, int sys_errno, const char *fmt, ...) {
-    s3x_buf b = S3X_BUF_INIT;
+    char why[160];
+    snprintf(why, sizeof why, ": %s", strerror(sys_errno));
     va_list ap;
     va_start(ap, fmt);
-    int bad = s3x_buf_vprintf(&b, fmt, ap);
+    char *m = vformat_then(fmt, ap, why);
     va_end(ap);
-    if (!bad) bad = s3x_buf_printf(&b, ": %s", strerror(sys_errno));
-    if (bad) s3x_buf_free(&b);
-    set_fields(code, 0, sys_errno, NULL, NULL, bad ? NULL : s3x_buf_detach(&b));
+    set_fields(code, 0, sys_errno, NULL, NULL, m);
     return code;
 }
 
 int s3x_error_prefix(const char *fmt, ...) {
-    s3x_buf b = S3X_BUF_INIT;
     va_list ap;
     va_start(ap, fmt);
-    int bad = s3x_buf_vprintf(&b, fmt, ap);
+    char *m = vformat_then(fmt, ap, g_err.pub.message ? g_err.pub.message : "");
     va_end(ap);
-    if (!bad) bad = s3x_buf_puts(&b, g_err.pub.message ? g_err.pub.message : "");
-    if (bad) s3x_buf_free(&b);
-    set_fields(g_err.pub.code, g_err.pub.http_status, g_err.pub.sys_errno, g_err.s3_code, g_err.request_id,
-               bad ? NULL : s3x_buf_detach(&b));
+    set_fields(g_err.pub.code, g_err.pub.http_status, g_err.pub.sys_errno, g_err.s3_code, g_err.request_id, m);
     return g_err.pub.code;
 }
 
