@@ -42,8 +42,10 @@ static void usage(FILE *f) {
             "  --no-verify-ssl     do not verify TLS certificates\n"
             "  --addressing-style auto|path|virtual\n"
             "  --unsigned-payload  sign requests with UNSIGNED-PAYLOAD (no SHA-256 of bodies)\n"
-            "  --receive-threads N threads receiving downloads (1 .. 8, default 1; to a file over\n"
-            "                      plain http one is kept; docs/performance.md)\n"
+            "  --receive-threads N|auto\n"
+            "                      threads receiving downloads, 1 .. 8 (default auto, also 0:\n"
+            "                      one per two CPUs this process may use; to a file over plain\n"
+            "                      http one is kept; docs/performance.md)\n"
             "\n",
             cli_prog);
     fputs("transfer options (cp):\n"
@@ -817,12 +819,15 @@ int main(int argc, char **argv) {
     if (!rc && recv) {
         int64_t v;
         const char *why = NULL;
-        if (cli_parse_size(recv, 0, &v, &why) != 0) {
+        if (!strcmp(recv, "auto")) {
+            v = 0;
+        } else if (cli_parse_size(recv, 0, &v, &why) != 0) {
             fprintf(stderr, "%s: --receive-threads: '", cli_prog);
             cli_put_escaped(stderr, recv);
             fprintf(stderr, "' is not a valid number: %s\n", why);
             rc = 2;
-        } else if (s3x_client_set(c, S3X_PARAM_RECEIVE_THREADS, v)) {
+        }
+        if (!rc && s3x_client_set(c, S3X_PARAM_RECEIVE_THREADS, v)) {
             cli_fail("--receive-threads");
             rc = 2; /* out of range: a usage error, as for the other knobs */
         }

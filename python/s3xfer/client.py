@@ -71,9 +71,11 @@ class Client:
         retry_timeout: ms (default 120000) a single operation keeps retrying
             throttling answers whatever ``max_attempts`` says; 0 = throttling is
             retried ``max_attempts`` times like other errors.
-        receive_threads: threads that receive the ranges of downloads into
-            memory or a file object, 1 .. 8 (default 1: all on the thread
-            running the transfer). With N > 1, N - 1 more threads per native
+        receive_threads: threads that receive the ranges of downloads,
+            0 .. 8. 0 (the default) is auto: one for every two CPUs this
+            process may use (affinity mask, cgroup CPU limit), 1 .. 8, so 1
+            on 2 or 3 CPUs. 1: all on the thread running the transfer.
+            With N > 1, N - 1 more threads per native
             handle, each with connections of its own, take ranges as they
             start; ``download_file`` keeps one over plain http (it uses the N
             over https). See docs/performance.md.

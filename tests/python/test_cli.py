@@ -105,7 +105,20 @@ def test_receive_threads(cli, boto, bucket, tmp_path):
         dst.unlink()
     p = run(cli, *opts, "cp", "--part-size", "5MiB", f"s3://{bucket}/rt", "-")
     assert p.stdout == data
-    for bad, needle in (("0", "receive_threads"), ("9", "receive_threads"), ("two", "is not a valid number")):
+    # auto (the default, also "0"): one receiving thread per two CPUs this
+    # process may use. Pinned to one CPU that is one, so a stream's ranges all
+    # stay on the transfer's thread; unpinned, the count follows the rule.
+    cpus = len(os.sched_getaffinity(0))
+    one = sorted(os.sched_getaffinity(0))[:1]
+    for how, pin, many in (("auto", one, False), ("0", one, False), (None, None, cpus // 2 > 1)):
+        args = ("--receive-threads", how) if how else ()
+        p = subprocess.run([cli, *args, "cp", "--json", "--part-size", "5MiB", "--concurrency", "4",
+                            f"s3://{bucket}/rt", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None, check=True)
+        assert p.stdout == data
+        rec = json.loads(p.stderr.decode().strip().splitlines()[-1])
+        assert (rec["result"]["requests_received_elsewhere"] > 0) == many, (how, cpus, rec["result"])
+    for bad, needle in (("-1", "no sign is allowed"), ("9", "receive_threads"), ("two", "is not a valid number")):
         p = run(cli, "--receive-threads", bad, "cp", f"s3://{bucket}/rt", str(tmp_path / "no"), check=False)
         assert p.returncode != 0 and needle in p.stderr.decode(), p.stderr
     assert not (tmp_path / "no").exists()

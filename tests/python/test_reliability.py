@@ -562,6 +562,22 @@ def test_receive_threads_survive_faults(rclient, client, bucket, proxy, tmp_path
     assert took < 4  # cut at 800 ms, not waited out
 
 
+@pytest.mark.parametrize("knob", [None, 0])
+def test_receive_threads_auto_follows_the_cpus(s3env, client, bucket, data, knob):
+    """The default receive_threads (0, auto) is one thread per two CPUs this
+    process may use: a download into memory has ranges received elsewhere
+    only where that is more than one (not on the 2-CPU machines of CI)."""
+    client.upload_bytes(data, bucket, "auto", config=TransferConfig(part_size=P))
+    kw = {} if knob is None else {"receive_threads": knob}
+    with s3xfer.Client(endpoint_url=s3env["endpoint_url"], region=s3env["region"], access_key=s3env["access_key"],
+                       secret_key=s3env["secret_key"], **kw) as c:
+        buf = bytearray(len(data))
+        r = c.download_into(bucket, "auto", buf, config=TransferConfig(part_size=P, concurrency=6))
+    assert bytes(buf) == data
+    many = len(os.sched_getaffinity(0)) // 2 > 1
+    assert (r.requests_received_elsewhere > 0) == many, (r.requests_received_elsewhere, os.sched_getaffinity(0))
+
+
 def test_receive_threads_failed_download_raises(rclient, client, bucket, proxy):
     client.upload_bytes(os.urandom(6 * P), bucket, "k", config=TransferConfig(part_size=P))
     proxy.set_rules(["reset_response:kind=ranged_get,after=1K"])

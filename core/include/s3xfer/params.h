@@ -58,8 +58,10 @@ typedef enum s3x_param {
                                        loss soon after the download may leave the renamed file empty or
                                        partial (the kernel writes it back within about 30 s) */
     S3X_PARAM_CHECKSUM_TYPE,        /* s3x_checksum_type (multipart upload); default COMPOSITE */
-    S3X_PARAM_RECEIVE_THREADS,      /* client, 1 .. 8 (default 1): threads that receive the ranged GETs of
-                                       downloads into memory or a stream. 1: every request runs on the
+    S3X_PARAM_RECEIVE_THREADS,      /* client, 0 .. 8 (default 0, auto): threads that receive the ranged GETs
+                                       of downloads. 0: one for every two CPUs the process may use (its
+                                       affinity mask, lowered by a cgroup CPU limit), at least 1 and at
+                                       most 8, so 1 on 2 or 3 CPUs. 1: every request runs on the
                                        thread that drives the transfer. N > 1: N - 1 more threads, each
                                        with connections of its own, take ranges as they start (the least
                                        busy first); the rest of the transfer stays on the driving thread.

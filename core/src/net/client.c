@@ -2,6 +2,7 @@
  * and the handle's lifetime. */
 #include "client_internal.h"
 #include "bytecopy.h"
+#include "cpus.h"
 #include "endpoint.h"
 #include "error.h"
 #include "ini.h"
@@ -46,6 +47,7 @@ int s3x_client_new(s3x_client **out) {
     s3x_client *c = calloc(1, sizeof *c);
     if (!c) return s3x_seterr(S3X_ENOMEM, "out of memory creating a client");
     s3x_params_defaults(c->params);
+    c->auto_receive_threads = s3x_auto_receive_threads(s3x_cpus_available());
     pthread_mutex_init(&c->cred_mu, NULL);
     c->multi = curl_multi_init();
     if (!c->multi) {

@@ -42,10 +42,11 @@ struct s3x_client {
 
     CURLM *multi;
     int main_running;   /* requests on multi (started, not yet finished or aborted) */
-    /* Receiving loops beside the caller's (S3X_PARAM_RECEIVE_THREADS - 1 of
-     * them, started on first use; http.c): each a thread with a multi
+    /* Receiving loops beside the caller's (s3x_client_receive_threads - 1
+     * of them, started on first use; http.c): each a thread with a multi
      * handle of its own that runs the requests marked loop_ok. */
     struct s3x_loop **loops;
+    int auto_receive_threads;  /* what S3X_PARAM_RECEIVE_THREADS = 0 means here (cpus.h), set at creation */
     int nloops;
     int64_t loop_started;   /* requests started on a receiving loop (tests, diagnostics) */
     CURL **idle;        /* easy handles kept for reuse */
@@ -157,6 +158,14 @@ static inline double s3x_req_first_byte(const s3x_http_req *r) {
 }
 
 double s3x_now(void);
+
+/* The receiving threads the client uses: S3X_PARAM_RECEIVE_THREADS, or when
+ * that is 0 (auto, the default) one for every two CPUs the process may use,
+ * 1 to 8 (cpus.h). */
+static inline int s3x_client_receive_threads(const s3x_client *c) {
+    int64_t v = c->params[S3X_PARAM_RECEIVE_THREADS];
+    return v > 0 ? (int)v : c->auto_receive_threads > 0 ? c->auto_receive_threads : 1;
+}
 
 /* Resolves settings if not done yet. */
 int s3x_client_ensure(s3x_client *c);

@@ -487,7 +487,7 @@ static void apply_multi_limits(s3x_client *c) {
 
 /* ---- receiving loops ------------------------------------------------------
  *
- * With S3X_PARAM_RECEIVE_THREADS = N > 1 the client has N - 1 loops beside
+ * With N = s3x_client_receive_threads > 1 the client has N - 1 loops beside
  * the caller's multi handle: a thread each, with a multi handle (and so
  * connections) of its own. A request marked loop_ok is started on the least
  * busy of the N; on a loop it is received there (its header and write
@@ -598,10 +598,10 @@ static void *loop_main(void *arg) {
     return NULL;
 }
 
-/* Starts loops up to RECEIVE_THREADS - 1; a loop that cannot be started
+/* Starts loops up to s3x_client_receive_threads - 1; a loop that cannot be started
  * leaves the requests on the loops there are (or on the caller's). */
 static void ensure_loops(s3x_client *c) {
-    int want = (int)c->params[S3X_PARAM_RECEIVE_THREADS] - 1;
+    int want = s3x_client_receive_threads(c) - 1;
     if (c->nloops >= want) return;
     s3x_loop **grown = realloc(c->loops, (size_t)want * sizeof *grown);
     if (!grown) return;
@@ -649,9 +649,9 @@ void s3x_http_loops_stop(s3x_client *c) {
 /* The loop for r: NULL (the caller's multi) or the least busy loop, when r
  * may run on one and the caller's multi is not the least busy. */
 static s3x_loop *pick_loop(s3x_client *c, s3x_http_req *r) {
-    if (!r->loop_ok || c->params[S3X_PARAM_RECEIVE_THREADS] < 2) return NULL;
+    int want = s3x_client_receive_threads(c) - 1; /* fewer after the knob was lowered */
+    if (!r->loop_ok || want < 1) return NULL;
     ensure_loops(c);
-    int want = (int)c->params[S3X_PARAM_RECEIVE_THREADS] - 1; /* fewer after the knob was lowered */
     int n = c->nloops < want ? c->nloops : want;
     s3x_loop *best = NULL;
     int least = c->main_running;

@@ -36,7 +36,7 @@ static const s3x_param_info g_params[S3X_PARAM__COUNT] = {
     [S3X_PARAM_FAIL_FAST] = {"fail_fast", 0, 1, 0, S3X_SCOPE_BATCH},
     [S3X_PARAM_DURABLE] = {"durable", 0, 1, 1, S3X_SCOPE_DOWNLOAD},
     [S3X_PARAM_CHECKSUM_TYPE] = {"checksum_type", 0, 1, S3X_CHECKSUM_TYPE_COMPOSITE, S3X_SCOPE_UPLOAD},
-    [S3X_PARAM_RECEIVE_THREADS] = {"receive_threads", 1, 8, 1, S3X_SCOPE_CLIENT},
+    [S3X_PARAM_RECEIVE_THREADS] = {"receive_threads", 0, 8, 0, S3X_SCOPE_CLIENT},
 };
 
 const s3x_param_info *s3x_param_info_get(s3x_param p) {
