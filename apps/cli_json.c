@@ -110,6 +110,7 @@ void cli_json_put_result(FILE *f, const s3x_result *r) {
     field_i64(f, "writeback_calls", r->writeback_calls);
     field_dbl(f, "sync_seconds", r->sync_seconds);
     field_i64(f, "requests_received_elsewhere", r->requests_received_elsewhere);
+    field_i64(f, "receive_threads", r->receive_threads);
     fprintf(f, ",\"multipart\":%s", r->multipart ? "true" : "false");
     /* Fixed-size arrays the library fills: bounded in case one is not terminated. */
     char etag[sizeof r->etag + 1], upload_id[sizeof r->upload_id + 1];

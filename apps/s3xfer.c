@@ -221,6 +221,9 @@ static void summary(const char *verb, int upload, const char *path, const cli_s3
         printf("  %s (%.2f s after the last byte, %" PRId64 " early writeback request%s)\n",
                r->fsyncs ? "synced to disk before the rename" : "renamed without fsync", r->sync_seconds,
                r->writeback_calls, r->writeback_calls == 1 ? "" : "s");
+    if (r->receive_threads > 1)
+        printf("  received on %" PRId64 " threads (%" PRId64 " ranged GET%s on the extra ones)\n", r->receive_threads,
+               r->requests_received_elsewhere, r->requests_received_elsewhere == 1 ? "" : "s");
     if (r->retries_throttled)
         printf("  throttled by the server: %" PRId64 " retr%s, %.1f s spent throttled\n", r->retries_throttled,
                r->retries_throttled == 1 ? "y" : "ies", r->throttled_seconds);

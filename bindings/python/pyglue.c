@@ -504,7 +504,7 @@ static int write_tramp(const void *data, size_t len, void *payload) {
 
 static PyObject *result_dict(const s3x_result *r) {
     return Py_BuildValue(
-        "{s:L,s:L,s:d,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:N,s:N,s:L,s:d,s:L,s:L,s:d,s:L}", "bytes",
+        "{s:L,s:L,s:d,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:N,s:N,s:L,s:d,s:L,s:L,s:d,s:L,s:L}", "bytes",
         (long long)r->bytes, "parts", (long long)r->parts, "seconds", r->seconds, "io_seconds", r->io_seconds, "requests", (long long)r->requests, "retries",
         (long long)r->retries, "retries_http", (long long)r->retries_http, "retries_network",
         (long long)r->retries_network, "retries_timeout", (long long)r->retries_timeout, "retries_first_byte",
@@ -515,7 +515,8 @@ static PyObject *result_dict(const s3x_result *r) {
         "multipart", r->multipart ? Py_True : Py_False, "etag", text_or_none(r->etag), "upload_id",
         name_or_none(r->upload_id), "retries_throttled", (long long)r->retries_throttled, "throttled_seconds",
         r->throttled_seconds, "fsyncs", (long long)r->fsyncs, "writeback_calls", (long long)r->writeback_calls,
-        "sync_seconds", r->sync_seconds, "requests_received_elsewhere", (long long)r->requests_received_elsewhere);
+        "sync_seconds", r->sync_seconds, "requests_received_elsewhere", (long long)r->requests_received_elsewhere,
+        "receive_threads", (long long)r->receive_threads);
 }
 
 typedef int (*knob_setter)(void *h, s3x_param p, int64_t v);

@@ -28,8 +28,9 @@ class TransferResult:
     while it was written) and ``sync_seconds`` (from the last byte received
     to the rename, the fsync included; part of ``seconds``); downloads:
     ``requests_received_elsewhere``, ranged GETs (retries included) received
-    on one of the client's extra receiving threads (``receive_threads`` > 1)
-    rather than on the transfer's own.
+    on one of the client's extra receiving threads rather than on the
+    transfer's own, and ``receive_threads``, the receiving threads the client
+    had (its ``receive_threads``, or what the default, auto, picked here).
     """
     bytes: int
     parts: int
@@ -57,6 +58,7 @@ class TransferResult:
     writeback_calls: int = 0
     sync_seconds: float = 0.0
     requests_received_elsewhere: int = 0
+    receive_threads: int = 0
 
     @classmethod
     def _from_c(cls, d: Dict[str, Any]) -> "TransferResult":

@@ -43,7 +43,8 @@ RESULT_FIELDS = {"bytes", "parts", "seconds", "io_seconds", "requests", "retries
                  "retries_network", "retries_timeout", "retries_first_byte", "retries_throttled",
                  "throttled_seconds", "slow_part_timeout_ms", "part_size", "concurrency", "pool_allocations",
                  "pool_bytes_allocated", "peak_buffer_bytes", "buffer_waits", "multipart", "etag", "upload_id",
-                 "fsyncs", "writeback_calls", "sync_seconds", "requests_received_elsewhere"}
+                 "fsyncs", "writeback_calls", "sync_seconds", "requests_received_elsewhere",
+                 "receive_threads"}
 
 
 def test_cp_json_upload_and_download(cli, boto, bucket, tmp_path):

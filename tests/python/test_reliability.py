@@ -565,8 +565,9 @@ def test_receive_threads_survive_faults(rclient, client, bucket, proxy, tmp_path
 @pytest.mark.parametrize("knob", [None, 0])
 def test_receive_threads_auto_follows_the_cpus(s3env, client, bucket, data, knob):
     """The default receive_threads (0, auto) is one thread per two CPUs this
-    process may use: a download into memory has ranges received elsewhere
-    only where that is more than one (not on the 2-CPU machines of CI)."""
+    process may use; the result says how many it picked, and a download into
+    memory has ranges received elsewhere only where that is more than one
+    (not on the 2-CPU machines of CI)."""
     client.upload_bytes(data, bucket, "auto", config=TransferConfig(part_size=P))
     kw = {} if knob is None else {"receive_threads": knob}
     with s3xfer.Client(endpoint_url=s3env["endpoint_url"], region=s3env["region"], access_key=s3env["access_key"],
@@ -574,8 +575,10 @@ def test_receive_threads_auto_follows_the_cpus(s3env, client, bucket, data, knob
         buf = bytearray(len(data))
         r = c.download_into(bucket, "auto", buf, config=TransferConfig(part_size=P, concurrency=6))
     assert bytes(buf) == data
-    many = len(os.sched_getaffinity(0)) // 2 > 1
-    assert (r.requests_received_elsewhere > 0) == many, (r.requests_received_elsewhere, os.sched_getaffinity(0))
+    # a cgroup CPU limit can only lower the count
+    most = max(1, min(8, len(os.sched_getaffinity(0)) // 2))
+    assert 1 <= r.receive_threads <= most, (r.receive_threads, os.sched_getaffinity(0))
+    assert (r.requests_received_elsewhere > 0) == (r.receive_threads > 1), r
 
 
 def test_receive_threads_failed_download_raises(rclient, client, bucket, proxy):

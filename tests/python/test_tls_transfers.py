@@ -198,6 +198,7 @@ def test_file_ranges_use_the_receiving_threads_over_tls(front, certs, s3env, buc
             r = c.download_file(bucket, "tls-rt", str(dst), config=cfg)
             assert dst.read_bytes() == data
             assert r.parts == 8 and r.retries == 0
+            assert r.receive_threads == threads
             if threads == 1:
                 assert r.requests_received_elsewhere == 0
             else:

@@ -57,8 +57,10 @@ typedef struct s3x_result {
                                    the final fsync included (also counted in seconds) */
     /* Downloads (0 otherwise). */
     int64_t requests_received_elsewhere; /* ranged GETs (retries included) received on one of the
-                                   client's extra receiving threads (S3X_PARAM_RECEIVE_THREADS > 1),
+                                   client's extra receiving threads (receive_threads below > 1),
                                    not on the transfer's own */
+    int64_t receive_threads;    /* the receiving threads the client had for it: S3X_PARAM_RECEIVE_THREADS,
+                                   or what its default 0 (auto) picked for this machine */
 } s3x_result;
 
 /* Progress: bytes done so far and the total (-1 when unknown). Called on the

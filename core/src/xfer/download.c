@@ -865,6 +865,7 @@ static int open_download(s3x_sched *S, drun *R) {
     s3x_xfer *x = R->x;
     R->part_size = x->params[S3X_PARAM_PART_SIZE];
     x->res->part_size = R->part_size;
+    x->res->receive_threads = s3x_client_receive_threads(x->client);
     int64_t c = x->params[S3X_PARAM_CONCURRENCY];
     int64_t capacity = R->kind != DST_MEM || R->mem_cap > (size_t)INT64_MAX ? -1 : (int64_t)R->mem_cap;
     int rc = s3x_dlplan_init(&R->plan, R->part_size, capacity);
