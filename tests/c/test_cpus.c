@@ -41,6 +41,7 @@ static void test_cpu_max(void) {
     CHECK_INTEQ(s3x_cpu_max_cpus("400000 100000 7\n"), 0, "three fields: not cpu.max");
     CHECK_INTEQ(s3x_cpu_max_cpus("-1 100000\n"), 0, "a negative quota is none");
     CHECK_INTEQ(s3x_cpu_max_cpus("100000 0\n"), 0, "a zero period is none");
+    CHECK_INTEQ(s3x_cpu_max_cpus("9223372036854775807 1\n"), 1 << 20, "a huge quota is capped, not overflowed");
     CHECK_INTEQ(s3x_cpu_max_cpus(""), 0, "empty");
     CHECK_INTEQ(s3x_cpu_max_cpus(NULL), 0, "NULL");
 }

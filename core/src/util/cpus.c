@@ -10,7 +10,7 @@
 /* ceil(quota / period) for a positive quota and period, else 0. */
 static int quota_cpus(long long quota, long long period) {
     if (quota <= 0 || period <= 0) return 0;
-    long long n = (quota + period - 1) / period;
+    long long n = quota / period + (quota % period != 0);
     return n > 1 << 20 ? 1 << 20 : (int)n;
 }
 
