@@ -59,8 +59,12 @@ def test_gil_released_during_transfer(s3env, slow_proxy, bucket):
 
 
 def test_ctrl_c_cancels_within_a_second_and_cleans_up(s3env, slow_proxy, bucket, client, tmp_path):
+    # The child's SIGINT is Python's own handler whatever the test runner
+    # inherited: a shell that starts pytest in the background (no job
+    # control) has SIGINT ignored, and Python leaves an ignored SIGINT alone.
     script = textwrap.dedent(f"""
-        import os, sys, time, s3xfer
+        import os, signal, sys, time, s3xfer
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         c = s3xfer.Client(endpoint_url={slow_proxy.url!r}, region={s3env['region']!r},
                           access_key={s3env['access_key']!r}, secret_key={s3env['secret_key']!r})
         data = os.urandom(30 << 20)
