@@ -358,7 +358,11 @@ def test_server_slowing_down_for_everyone_is_not_cut(pclient, client, slowdown_b
     out = tmp_path / "out"
     cfg = TransferConfig(part_size=P, concurrency=4, slow_part_timeout="dynamic")
     healthy = pclient.download_file(bucket, "s", out, config=cfg)
-    assert healthy.retries_first_byte == 0, healthy.retries_first_byte
+    # The first download learns the timeout. With nothing held it may still
+    # cut one of the server's own slow answers now and then (2 of 40 in one
+    # CI run: the fault-free cost of docs/reliability.md, "No faults at
+    # all"), which is not what this test is about.
+    assert healthy.slow_part_timeout_ms > 0 and healthy.retries_first_byte <= 4, healthy
     state = {"done": 0, "phase": 0}
 
     def progress(delta):
