@@ -164,7 +164,7 @@ double s3x_now(void);
  * 1 to 8 (cpus.h). */
 static inline int s3x_client_receive_threads(const s3x_client *c) {
     int64_t v = c->params[S3X_PARAM_RECEIVE_THREADS];
-    return v > 0 ? (int)v : c->auto_receive_threads > 0 ? c->auto_receive_threads : 1;
+    return v > 0 ? (int)v : c->auto_receive_threads; /* s3x_client_new sets it, at least 1 */
 }
 
 /* Resolves settings if not done yet. */

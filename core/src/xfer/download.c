@@ -367,10 +367,12 @@ static int on_body_io(const void *data, size_t len, void *payload) {
  * HTTP they stay on the transfer's thread: its writer threads already take
  * the page-cache work off the loop, and on the 2-core machines we measure a
  * second receiving thread made plain file downloads slower. Over TLS the
- * loop's own work (decrypting) is what limits a download, and a second
- * receiving thread made file downloads faster (docs/performance.md, "Two
- * receiving threads for a file over TLS"). S3X_RECEIVE_FILES=1 or 0
- * (benchmarks only) says yes or no whatever the scheme. */
+ * loop's own work (decrypting) is what limits a download; on one 2-core
+ * machine (AMD EPYC) a second receiving thread made file downloads faster,
+ * by about 1.05, the spread of an A/A pair, and on another (Intel Xeon)
+ * slower (docs/performance.md, "Two receiving threads for a file over
+ * TLS"). S3X_RECEIVE_FILES=1 or 0 (benchmarks only) says yes or no whatever
+ * the scheme. */
 static int g_receive_files = -1;
 static pthread_once_t g_receive_files_once = PTHREAD_ONCE_INIT;
 
